@@ -1,0 +1,91 @@
+"""Causal self-attention as in GPT-2, with optional QK-norm and a key/value cache."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import GPT2Config
+from .norms import LayerNorm, RMSNorm
+
+KVCache = tuple[torch.Tensor, torch.Tensor]  # keys, values: [B, H, T_past, D] each
+
+
+def make_norm(config: GPT2Config, d: int) -> nn.Module:
+    """The norm the config asks for, of width d."""
+    if config.norm == "rmsnorm":
+        return RMSNorm(d, eps=config.layer_norm_epsilon)
+    return LayerNorm(d, eps=config.layer_norm_epsilon)
+
+
+def causal_mask(t_q: int, t_k: int, device: torch.device | None = None) -> torch.Tensor:
+    """``[t_q, t_k]`` bool, True where query i may attend to key j.
+
+    The queries are the last t_q of t_k positions, so query i sits at absolute
+    position ``t_k - t_q + i`` and sees keys ``j <= t_k - t_q + i``.
+    """
+    return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention.
+
+    ``c_attn``: ``[d] -> [3d]`` (queries, keys, values for all heads); ``c_proj``:
+    ``[d] -> [d]``. Weights are ``nn.Linear`` (``[out, in]``); GPT-2's checkpoints store
+    the transpose (``Conv1D``, ``[in, out]``), which the loader handles.
+    """
+
+    def __init__(self, config: GPT2Config) -> None:
+        super().__init__()
+        d = config.n_embd
+        self.n_head, self.head_dim = config.n_head, config.head_dim
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.qk_norm = config.qk_norm
+        if config.qk_norm:
+            self.q_norm = make_norm(config, self.head_dim)
+            self.k_norm = make_norm(config, self.head_dim)
+        self.dropout = config.dropout
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        past: KVCache | None = None,
+        cache: dict[str, torch.Tensor] | None = None,
+        layer: int = 0,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """x: ``[B, T, d]`` -> (``[B, T, d]``, (keys, values) including ``past``).
+
+        With ``cache`` (a dict) the explicit path runs and stores the scaled,
+        pre-softmax ``attn_scores.{layer}`` ``[B, H, T, T_k]`` (masked entries -inf)
+        and ``attn_pattern.{layer}``; otherwise ``F.scaled_dot_product_attention``.
+        """
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=-1)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        t_k = k.shape[2]
+        p_drop = self.dropout if self.training else 0.0
+        if cache is None:
+            if past is None:
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
+            else:
+                mask = None if T == 1 else causal_mask(T, t_k, x.device)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))  # [B, H, T, T_k]
+            scores = scores.masked_fill(~causal_mask(T, t_k, x.device), float("-inf"))
+            pattern = torch.softmax(scores, dim=-1)
+            cache[f"attn_scores.{layer}"] = scores
+            cache[f"attn_pattern.{layer}"] = pattern
+            y = F.dropout(pattern, p_drop) @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
+        return self.resid_dropout(self.c_proj(y)), (k, v)

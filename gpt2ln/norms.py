@@ -1,0 +1,141 @@
+"""Normalization layers written from scratch, exactly as GPT-2's official code.
+
+The official ``norm`` (openai/gpt-2, ``src/model.py``) is::
+
+    u = mean(x, axis=-1)            # per token, over the d features
+    s = mean(square(x - u), axis=-1)  # biased variance (divide by d, not d-1)
+    x = (x - u) * rsqrt(s + 1e-5)   # epsilon inside the root
+    x = x * g + b                   # gain g (ones), bias b (zeros)
+
+``transformers`` calls ``g`` and ``b`` ``weight`` and ``bias``; papers call them
+gamma and beta. Everything here works on any leading shape ``[..., d]``; in the
+model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _check_input(x: torch.Tensor, eps: float, name: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected x to be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name}: expected a floating-point tensor (float16/bfloat16/float32/float64), "
+            f"got dtype {x.dtype}; convert with x.float() first"
+        )
+    if x.ndim == 0:
+        raise ValueError(f"{name}: expected x with at least one dimension [..., d], got a scalar")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"{name}: expected eps to be a number, got {type(eps).__name__}")
+    if not eps > 0:
+        raise ValueError(f"{name}: expected eps > 0, got eps={eps}")
+
+
+def _check_param(p: torch.Tensor | None, d: int, what: str, name: str) -> None:
+    if p is None:
+        return
+    if not isinstance(p, torch.Tensor):
+        raise TypeError(f"{name}: expected {what} to be a torch.Tensor or None, got {type(p).__name__}")
+    if tuple(p.shape) != (d,):
+        raise ValueError(
+            f"{name}: expected {what} of shape ({d},) to match the last dimension of x, "
+            f"got shape {tuple(p.shape)}"
+        )
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """Half-precision inputs are accumulated in float32; others in their own dtype."""
+    return torch.float32 if x.dtype in _LOW_PRECISION else x.dtype
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """GPT-2's LayerNorm over the last axis.
+
+    x: ``[..., d]``; weight, bias: ``[d]`` or None. Returns ``[..., d]`` in x's dtype.
+
+    Two passes: the mean first, then the mean of squared deviations, so a large
+    common offset (say 1e4 + N(0, 1)) does not cancel the way ``E[x^2] - E[x]^2``
+    does. float16/bfloat16 inputs are computed in float32 and cast back.
+    """
+    _check_input(x, eps, "layer_norm")
+    d = x.shape[-1]
+    _check_param(weight, d, "weight", "layer_norm")
+    _check_param(bias, d, "bias", "layer_norm")
+    dtype = _compute_dtype(x)
+    xf = x.to(dtype)
+    mean = xf.mean(dim=-1, keepdim=True)  # [..., 1]
+    xc = xf - mean  # [..., d]
+    var = (xc * xc).mean(dim=-1, keepdim=True)  # [..., 1], biased
+    y = xc * torch.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.to(dtype)
+    if bias is not None:
+        y = y + bias.to(dtype)
+    return y.to(x.dtype)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm (Zhang & Sennrich 2019) over the last axis, eps inside the root.
+
+    ``x / sqrt(mean(x^2) + eps) * weight``. x: ``[..., d]``; weight: ``[d]`` or None.
+    No centering, no bias. Half precision is accumulated in float32.
+    """
+    _check_input(x, eps, "rms_norm")
+    _check_param(weight, x.shape[-1], "weight", "rms_norm")
+    dtype = _compute_dtype(x)
+    xf = x.to(dtype)
+    y = xf * torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.to(dtype)
+    return y.to(x.dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``."""
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"LayerNorm: expected a positive integer width d, got {d!r}")
+        if not eps > 0:
+            raise ValueError(f"LayerNorm: expected eps > 0, got eps={eps}")
+        self.d, self.eps = d, float(eps)
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: ``[..., d]`` -> ``[..., d]``."""
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias."""
+
+    def __init__(self, d: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"RMSNorm: expected a positive integer width d, got {d!r}")
+        if not eps > 0:
+            raise ValueError(f"RMSNorm: expected eps > 0, got eps={eps}")
+        self.d, self.eps = d, float(eps)
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: ``[..., d]`` -> ``[..., d]``."""
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, eps={self.eps}"
