@@ -55,8 +55,15 @@ class GPT2Config:
             raise ValueError(f"GPT2Config: expected layer_norm_epsilon > 0, got {self.layer_norm_epsilon}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPT2Config: expected 0 <= dropout < 1, got {self.dropout}")
-        if self.final_norm is None:
-            self.final_norm = self.norm_position == "pre"
+        if self.final_norm is not None and not isinstance(self.final_norm, bool):
+            raise ValueError(
+                f"GPT2Config: expected final_norm to be True, False or None, got {self.final_norm!r}"
+            )
+
+    @property
+    def use_final_norm(self) -> bool:
+        """Whether the model has ``ln_f``: ``final_norm``, or if None, pre-norm only."""
+        return self.norm_position == "pre" if self.final_norm is None else self.final_norm
 
     @property
     def head_dim(self) -> int:

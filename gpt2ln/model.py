@@ -32,7 +32,7 @@ class GPT2(nn.Module):
         self.wpe = nn.Embedding(config.n_ctx, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = make_norm(config, config.n_embd) if config.final_norm else nn.Identity()
+        self.ln_f = make_norm(config, config.n_embd) if config.use_final_norm else nn.Identity()
         self.reset_parameters()
 
     @torch.no_grad()
