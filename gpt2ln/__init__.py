@@ -4,12 +4,23 @@ The package the book's chapters import once they have built each piece by hand.
 """
 
 from .attention import CausalSelfAttention, causal_mask
+from .backward import LayerNormFunction, layer_norm_backward, layer_norm_fn
 from .blocks import MLP, Block, gelu
 from .config import PRESETS, GPT2Config
 from .device import get_device
 from .loading import hub_available, infer_config, load_pretrained, to_hf_state_dict
 from .model import GPT2
 from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .numerics import (
+    copy_bandwidth,
+    time_fn,
+    time_interleaved,
+    variance_one_pass,
+    variance_two_pass,
+    variance_welford,
+    variance_welford_parallel,
+    welford_merge,
+)
 
 __version__ = "0.1.0"
 
@@ -21,14 +32,25 @@ __all__ = [
     "CausalSelfAttention",
     "GPT2Config",
     "LayerNorm",
+    "LayerNormFunction",
     "RMSNorm",
     "causal_mask",
+    "copy_bandwidth",
     "gelu",
     "get_device",
     "hub_available",
     "infer_config",
     "layer_norm",
+    "layer_norm_backward",
+    "layer_norm_fn",
     "load_pretrained",
     "rms_norm",
+    "time_fn",
+    "time_interleaved",
     "to_hf_state_dict",
+    "variance_one_pass",
+    "variance_two_pass",
+    "variance_welford",
+    "variance_welford_parallel",
+    "welford_merge",
 ]

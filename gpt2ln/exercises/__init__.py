@@ -7,5 +7,25 @@ saying which property failed and the likely mistake. Checks are grouped by chapt
 """
 
 from ._core import call, fail, passed
+from .ch01 import check_invariance, check_residual_norms
+from .ch02 import check_layer_norm, check_layernorm_param_count
+from .ch03 import check_layer_norm_backward, check_ln_jacobian
+from .ch04 import check_welford, check_welford_merge
+from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
 
-__all__ = ["call", "fail", "passed"]
+__all__ = [
+    "call",
+    "check_center_writing_weights",
+    "check_invariance",
+    "check_layer_norm",
+    "check_layer_norm_backward",
+    "check_layernorm_param_count",
+    "check_ln_jacobian",
+    "check_residual_norms",
+    "check_rms_norm",
+    "check_rms_to_layer_norm",
+    "check_welford",
+    "check_welford_merge",
+    "fail",
+    "passed",
+]

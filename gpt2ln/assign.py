@@ -1,0 +1,243 @@
+"""Student versions of the book's notebooks, and the index of their exercises.
+
+Usage::
+
+    python -m gpt2ln.assign notebooks -o student/     # write student notebooks
+    python -m gpt2ln.assign --index notebooks         # print the exercise table
+
+In every code cell each region from a line ``### BEGIN SOLUTION`` to the matching
+``### END SOLUTION`` (same indentation; the markers nbgrader uses) becomes
+``raise NotImplementedError()`` at that indentation; the lines outside, such as
+the ``def`` line above, stay. In markdown cells the region becomes
+``*(Solution removed in the student version.)*``. Outputs and execution counts
+are cleared; everything else (other cells, cell and notebook metadata) is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["exercise_index", "exercise_table", "main", "make_student_notebook", "write_student_notebooks"]
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+CODE_STUB = "raise NotImplementedError()"
+_LEVELS = {0: "", 1: "easy", 2: "medium", 3: "hard"}
+MARKDOWN_STUB = "*(Solution removed in the student version.)*"
+
+_HEADING = re.compile(
+    r"^###\s+Exercise\s+(?P<chapter>\d+)\.(?P<k>\d+)\s*[—–-]\s*(?P<title>.+?)\s*"
+    r"\(difficulty:\s*(?P<stars>[★☆]{3})(?:\s+(?P<level>[^,()]*?))?\s*,\s*"
+    r"about\s+(?P<minutes>\d+)\s*min(?:utes?)?\s*\)\s*$"
+)
+
+
+def _strip_region(source: str, stub: str, where: str) -> tuple[str, int]:
+    """Replace each marked region of one cell's source by ``stub``; return (source, regions)."""
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    begin: tuple[int, str] | None = None  # (line number, indentation) of the open BEGIN
+    n = 0
+    for i, line in enumerate(lines, start=1):
+        text = line.rstrip("\r\n")
+        stripped = text.strip()
+        indent = text[: len(text) - len(text.lstrip())]
+        is_begin, is_end = stripped == BEGIN, stripped == END
+        if not (is_begin or is_end) and stripped.startswith((BEGIN, END)):
+            raise ValueError(
+                f"{where}, line {i}: malformed marker {stripped!r}: put {BEGIN!r} or {END!r} "
+                "alone on its line"
+            )
+        if is_begin:
+            if begin is not None:
+                raise ValueError(
+                    f"{where}, line {i}: nested {BEGIN!r} (the one on line {begin[0]} is not closed yet)"
+                )
+            begin = (i, indent)
+        elif is_end:
+            if begin is None:
+                raise ValueError(f"{where}, line {i}: {END!r} without a matching {BEGIN!r}")
+            if indent != begin[1]:
+                raise ValueError(
+                    f"{where}, line {i}: {END!r} is indented {len(indent)} characters, but its "
+                    f"{BEGIN!r} on line {begin[0]} is indented {len(begin[1])}"
+                )
+            out.append(begin[1] + stub + line[len(text) :])  # keep the END line's line ending
+            begin, n = None, n + 1
+        elif begin is None:
+            out.append(line)
+    if begin is not None:
+        raise ValueError(f"{where}, line {begin[0]}: {BEGIN!r} without a matching {END!r}")
+    return "".join(out), n
+
+
+def make_student_notebook(
+    nb: nbformat.NotebookNode, name: str = "notebook"
+) -> tuple[nbformat.NotebookNode, int]:
+    """A student copy of ``nb`` (the input is not changed) and how many solutions it removed.
+
+    Raises ValueError naming ``name``, the cell index (0-based) and the line (1-based
+    within the cell) for unmatched, nested or malformed markers.
+    """
+    student = nbformat.from_dict(nb)  # a deep copy
+    total = 0
+    for index, cell in enumerate(student.cells):
+        where = f"{name}: cell {index}"
+        if cell.cell_type == "code":
+            cell.source, n = _strip_region(cell.source, CODE_STUB, where)
+            cell.outputs = []
+            cell.execution_count = None
+        elif cell.cell_type == "markdown":
+            cell.source, n = _strip_region(cell.source, MARKDOWN_STUB, where)
+        else:
+            n = 0
+        total += n
+    return student, total
+
+
+def _notebooks(paths: Iterable[str | Path]) -> list[Path]:
+    """The notebooks named, a directory standing for the ``*.ipynb`` files directly in it."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(q for q in p.glob("*.ipynb") if not q.name.startswith("."))
+        elif p.is_file():
+            if p.suffix != ".ipynb":
+                raise ValueError(f"expected a notebook (.ipynb) or a directory, got {str(p)!r}")
+            found.append(p)
+        else:
+            raise FileNotFoundError(f"no such notebook or directory: {str(p)!r}")
+    return found
+
+
+def write_student_notebooks(paths: Iterable[str | Path], out_dir: str | Path) -> list[tuple[Path, Path, int]]:
+    """Write the student version of every notebook in ``paths`` into ``out_dir``.
+
+    Returns (input, written path, solutions removed) for each notebook. Refuses (ValueError) to write into a
+    directory that holds one of the inputs, which would overwrite the instructor
+    version, and to write two notebooks to one name. Validates each result.
+    """
+    notebooks = _notebooks(paths)
+    out_dir = Path(out_dir)
+    targets: dict[Path, Path] = {}
+    for src in notebooks:
+        if src.parent.resolve() == out_dir.resolve():
+            raise ValueError(
+                f"refusing to write into {str(out_dir)!r}: it holds the instructor notebook {str(src)!r}, "
+                "which the student version would overwrite; choose another output directory"
+            )
+        dst = out_dir / src.name
+        if dst in targets:
+            raise ValueError(f"{str(targets[dst])!r} and {str(src)!r} would both be written to {str(dst)!r}")
+        targets[dst] = src
+    converted = []
+    for dst, src in targets.items():  # convert everything before writing anything
+        student, n = make_student_notebook(nbformat.read(src, as_version=4), str(src))
+        nbformat.validate(student)
+        converted.append((src, dst, student, n))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for _, dst, student, _ in converted:
+        nbformat.write(student, dst)
+    return [(src, dst, n) for src, dst, _, n in converted]
+
+
+def _title(nb: nbformat.NotebookNode) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return ""
+
+
+def exercise_index(paths: Iterable[str | Path]) -> list[dict]:
+    """Every exercise of the notebooks in ``paths`` (files or directories), in order.
+
+    Each is a dict: ``notebook`` (file name), ``chapter_title`` (its ``# Title``),
+    ``number`` ("2.1"), ``chapter`` (2), ``title``, ``stars`` ("★★☆"), ``difficulty``
+    (1-3, the filled stars), ``level`` (the word after the stars, or ""), ``minutes``.
+    Parsed from markdown headings ``### Exercise N.k — title (difficulty: ★★☆ medium,
+    about M minutes)``; a heading that starts ``### Exercise`` but does not parse
+    raises ValueError, so none is silently left out.
+    """
+    rows = []
+    for path in _notebooks(paths):
+        nb = nbformat.read(path, as_version=4)
+        chapter_title = _title(nb)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "markdown":
+                continue
+            for line in cell.source.splitlines():
+                if not re.match(r"^###\s+Exercise\b", line):
+                    continue
+                m = _HEADING.match(line.strip())
+                if m is None:
+                    raise ValueError(
+                        f"{path}: cell {index}: cannot parse the exercise heading {line!r}; expected "
+                        "'### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)'"
+                    )
+                rows.append(
+                    {
+                        "notebook": path.name,
+                        "chapter_title": chapter_title,
+                        "number": f"{m['chapter']}.{m['k']}",
+                        "chapter": int(m["chapter"]),
+                        "title": m["title"],
+                        "stars": m["stars"],
+                        "difficulty": m["stars"].count("★"),
+                        "level": (m["level"] or "").strip(),
+                        "minutes": int(m["minutes"]),
+                    }
+                )
+    return rows
+
+
+def exercise_table(paths: Iterable[str | Path]) -> str:
+    """The exercise index as a markdown table (for ``book/instructors.md``)."""
+    lines = [
+        "| Exercise | Title | Chapter | Difficulty | Time |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in exercise_index(paths):
+        lines.append(
+            f"| {r['number']} | {r['title']} | {r['chapter_title']} (`{r['notebook']}`) "
+            f"| {r['stars']} {_LEVELS[r['difficulty']]} | {r['minutes']} min |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: write student notebooks (``-o DIR``) or print the exercise table (``--index``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gpt2ln.assign",
+        description="Write student versions of notebooks: each '### BEGIN SOLUTION' ... "
+        "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared.",
+    )
+    parser.add_argument("paths", nargs="+", help="notebooks, or directories of notebooks")
+    parser.add_argument("-o", "--output", help="directory for the student notebooks (not the input's)")
+    parser.add_argument("--index", action="store_true", help="print the exercise table instead")
+    args = parser.parse_args(argv)
+    try:
+        if args.index:
+            print(exercise_table(args.paths))
+            return 0
+        if not args.output:
+            parser.error("the output directory -o/--output is required (or --index)")
+        written = write_student_notebooks(args.paths, args.output)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for src, dst, n in written:
+        print(f"{src} -> {dst}: {n} solution{'s' if n != 1 else ''} removed")
+    print(f"{len(written)} notebook{'s' if len(written) != 1 else ''} written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""Checks for chapter 1, "Why normalize?".
+
+- ``check_residual_norms(fn)``: ``fn(cache, n_layer) -> [n_layer + 1]``, the mean per-token
+  L2 norm of ``resid_pre.{l}`` for l = 0..n_layer.
+- ``check_invariance(fn)``: ``fn(norm_fn, x) -> {"scale": bool, "shift": bool}``, whether a
+  normalization is invariant to rescaling / shifting each token's features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..config import GPT2Config
+from ..model import GPT2
+from ._core import call, fail, passed
+
+__all__ = ["check_invariance", "check_residual_norms"]
+
+# ----------------------------------------------------------------- residual norms
+
+_RESID = "check_residual_norms"
+
+
+def _small_cache(n_layer: int, seed: int) -> dict[str, torch.Tensor]:
+    """A random pre-norm GPT-2 with B=3, T=5, d=32 (all different, so a wrong axis shows)."""
+    config = GPT2Config(vocab_size=50, n_ctx=16, n_embd=32, n_head=4, n_layer=n_layer, scale_resid_init=False)
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random state alone
+        torch.manual_seed(seed)
+        model = GPT2(config).eval()
+    idx = torch.randint(0, config.vocab_size, (3, 5), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(idx)
+    return cache
+
+
+def _per_layer(cache: dict[str, torch.Tensor], n_layer: int, f: Callable[[torch.Tensor], torch.Tensor]):
+    return torch.stack([f(cache[f"resid_pre.{l}"]) for l in range(n_layer + 1)])
+
+
+def _to_1d(out: Any) -> torch.Tensor:
+    if isinstance(out, (list, tuple)):
+        try:
+            out = torch.stack([torch.as_tensor(v) for v in out])
+        except (TypeError, RuntimeError, ValueError):
+            fail(_RESID, f"could not turn the returned {type(out).__name__} into a tensor")
+    if not isinstance(out, torch.Tensor):
+        try:
+            import numpy as np
+
+            if isinstance(out, np.ndarray):
+                out = torch.from_numpy(out)
+        except ImportError:  # pragma: no cover
+            pass
+    if not isinstance(out, torch.Tensor):
+        fail(
+            _RESID,
+            f"expected a tensor of shape [n_layer + 1], got {type(out).__name__}",
+            "a missing `return`?",
+        )
+    return out.detach().to(torch.float64).cpu()
+
+
+def _matches(out: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-4) -> bool:
+    return tuple(out.shape) == tuple(ref.shape) and bool(torch.allclose(out, ref, rtol=rtol, atol=1e-7))
+
+
+def _diagnose_residual_norms(out: torch.Tensor, cache: dict[str, torch.Tensor], n_layer: int) -> None:
+    """Fail with the most likely named mistake; return only if out is right."""
+    ref = _per_layer(cache, n_layer, lambda x: x.double().norm(dim=-1).mean())
+    if _matches(out, ref):
+        return
+    if out.shape == (n_layer,):
+        if _matches(out, ref[:-1]):
+            fail(
+                _RESID,
+                f"got {n_layer} values, expected {n_layer + 1}: forgot the last entry.",
+                f"forgot the last entry: resid_pre.{n_layer} (the stream after the last block, the "
+                f"input to ln_f) also counts, so loop over range(n_layer + 1).",
+            )
+        if _matches(out, ref[1:]):
+            fail(
+                _RESID,
+                f"got {n_layer} values, expected {n_layer + 1}: skipped the first entry.",
+                "skipped the first entry: resid_pre.0 is the embeddings wte[idx] + wpe[pos], start at l = 0.",
+            )
+    if out.ndim != 1 or out.shape[0] != n_layer + 1:
+        fail(
+            _RESID,
+            f"expected shape [n_layer + 1] = [{n_layer + 1}], got {tuple(out.shape)}",
+            "one number per residual stream: the mean over batch and tokens of each token's norm.",
+        )
+    if _matches(out.flip(0), ref):
+        fail(_RESID, "the values are in reverse order.", "entry l must be resid_pre.{l}, from l = 0 upward.")
+    last_lnf = ref.clone()
+    last_lnf[-1] = cache["ln_f.out"].double().norm(dim=-1).mean()
+    if _matches(out, last_lnf):
+        fail(
+            _RESID,
+            "the last entry is the norm of ln_f.out.",
+            f"used ln_f.out for the last entry: that is after the final LayerNorm; use resid_pre.{n_layer}.",
+        )
+    named = [
+        (
+            lambda x: x.double().norm(dim=0).mean(),
+            "norm over the wrong axis",
+            "took the norm over the batch axis (dim=0); a token's norm is over its features: dim=-1.",
+        ),
+        (
+            lambda x: x.double().norm(dim=1).mean(),
+            "norm over the wrong axis",
+            "took the norm over the token axis (dim=1); a token's norm is over its features: dim=-1.",
+        ),
+        (
+            lambda x: x.double().norm(),
+            "norm over the wrong axis",
+            "took one norm of the whole [B, T, d] tensor; take each token's norm (dim=-1), then the mean.",
+        ),
+        (
+            lambda x: x.double().pow(2).mean(dim=-1).mean(),
+            "mean of squares instead of norm",
+            "mean of squares instead of norm: the L2 norm is sqrt(sum(x**2)) over the features.",
+        ),
+        (
+            lambda x: x.double().pow(2).sum(dim=-1).mean(),
+            "squared norm instead of norm",
+            "squared norm instead of norm: you summed the squares but forgot the square root.",
+        ),
+        (
+            lambda x: x.double().pow(2).mean(dim=-1).sqrt().mean(),
+            "RMS instead of norm",
+            "RMS instead of norm: sqrt(mean(x**2)) is the norm divided by sqrt(d); use sum, not mean.",
+        ),
+        (
+            lambda x: x.double().pow(2).sum(dim=-1).mean().sqrt(),
+            "root of the mean squared norm instead of the mean norm",
+            "root of the mean squared norm instead of the mean norm: take each token's norm first, "
+            "then average the norms.",
+        ),
+    ]
+    for f, name, likely in named:
+        if _matches(out, _per_layer(cache, n_layer, f)):
+            fail(_RESID, f"{name}: got {out[:3].tolist()}..., expected {ref[:3].tolist()}...", likely)
+    l_bad = int((out - ref).abs().argmax())
+    fail(
+        _RESID,
+        f"entry {l_bad} is {out[l_bad].item():.6g}, expected {ref[l_bad].item():.6g} "
+        f"(the mean over batch and tokens of resid_pre.{l_bad}.norm(dim=-1))",
+    )
+
+
+def check_residual_norms(fn: Callable[[dict[str, torch.Tensor], int], Any]) -> None:
+    """Check ``fn(cache, n_layer)`` -> ``[n_layer + 1]``: mean per-token L2 norm of each ``resid_pre.{l}``.
+
+    ``cache`` is the dict from ``GPT2.run_with_cache``: ``resid_pre.{l}`` is ``[B, T, d]`` for
+    l = 0..n_layer. Tried on two random models of different depths.
+    """
+    for n_layer, seed in ((4, 0), (2, 1)):
+        cache = _small_cache(n_layer, seed)
+        snapshot = {k: v.clone() for k, v in cache.items()}
+        out = _to_1d(call(_RESID, fn, cache, n_layer))
+        if any(not torch.equal(cache[k], snapshot[k]) for k in snapshot):
+            fail(_RESID, "your function modified the cache in place.", "use x.norm(...), not in-place ops.")
+        _diagnose_residual_norms(out, cache, n_layer)
+    passed(_RESID, "mean per-token norms of resid_pre.0..n_layer match on models of depth 4 and 2")
+
+
+# ----------------------------------------------------------------------- invariance
+
+_INV = "check_invariance"
+_EPS = 1e-12  # the check's norms, in float64: eps never matters for factors 1e-3..1e3
+
+
+def _ln(x: torch.Tensor) -> torch.Tensor:
+    xc = x - x.mean(dim=-1, keepdim=True)
+    return xc / torch.sqrt(xc.pow(2).mean(dim=-1, keepdim=True) + _EPS)
+
+
+def _rms(x: torch.Tensor) -> torch.Tensor:
+    return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + _EPS)
+
+
+def _rms_of(x: torch.Tensor) -> torch.Tensor:
+    return x.pow(2).mean(dim=-1, keepdim=True).sqrt()
+
+
+def _case_table() -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor], bool, bool, str]]:
+    """(name, norm_fn, scale-invariant?, shift-invariant?, what a wrong answer suggests)."""
+    strict = (
+        "tolerance too strict: it is invariant up to float rounding (~1e-15 in float64), so compare with "
+        "torch.allclose and a small atol such as 1e-8, not == or torch.equal. Other causes: a negative "
+        "factor (norm(-x) = -norm(x); the invariance is for a > 0), or a factor so tiny that eps "
+        "dominates (keep factors within 1e-2..1e2)."
+    )
+    loose = (
+        "tolerance too loose: this norm changes the output by a few hundredths (a few percent); a "
+        "tolerance that large hides a real dependence. Use something like atol=1e-8."
+    )
+    return [
+        ("LayerNorm", _ln, True, True, strict),
+        ("RMSNorm", _rms, True, False, strict),
+        ("the identity (no normalization)", lambda x: x, False, False, "the output must change with x."),
+        (
+            "mean subtraction only (x - mean(x))",
+            lambda x: x - x.mean(dim=-1, keepdim=True),
+            False,
+            True,
+            "mean subtraction removes any shift, but a scaled input gives a scaled output.",
+        ),
+        (
+            "a norm that removes 99% of the mean ((x - 0.99*mean) / std)",
+            lambda x: (x - 0.99 * x.mean(dim=-1, keepdim=True)) / x.std(dim=-1, keepdim=True, correction=0),
+            True,
+            False,
+            loose,
+        ),
+        (
+            "a nearly scale-free norm (x / rms(x)**0.99)",
+            lambda x: x / _rms_of(x).pow(0.99),
+            False,
+            False,
+            loose,
+        ),
+        (
+            "norm clipping at 1 (x / max(rms(x), 1))",
+            lambda x: x / _rms_of(x).clamp(min=1.0),
+            False,
+            False,
+            "tested only one direction: this is invariant to scaling UP (factors > 1) but not to shrinking; "
+            "try factors both below and above 1, e.g. 0.1 and 10.",
+        ),
+        (
+            "norm flooring at 1 (x / min(rms(x), 1))",
+            lambda x: x / _rms_of(x).clamp(max=1.0),
+            False,
+            False,
+            "tested only one direction: this is invariant to shrinking (factors < 1) but not to scaling "
+            "UP; try factors both below and above 1, e.g. 0.1 and 10.",
+        ),
+    ]
+
+
+def _as_bool(v: Any, key: str) -> bool:
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        v = v.item()
+    if isinstance(v, bool):
+        return v
+    try:
+        import numpy as np
+
+        if isinstance(v, np.bool_):
+            return bool(v)
+    except ImportError:  # pragma: no cover
+        pass
+    fail(_INV, f'the value for "{key}" should be True or False, got {v!r}')
+    return False  # unreachable
+
+
+def check_invariance(fn: Callable[[Callable[[torch.Tensor], torch.Tensor], torch.Tensor], Any]) -> None:
+    """Check ``fn(norm_fn, x)`` -> ``{"scale": bool, "shift": bool}``.
+
+    ``norm_fn`` maps ``[N, d]`` to ``[N, d]`` row by row; ``x`` is ``[N, d]`` float64 with
+    per-row RMS 1. ``"scale"``: norm_fn(a * x) equals norm_fn(x) (up to rounding) for every
+    factor a > 0; ``"shift"``: norm_fn(x + b) equals norm_fn(x) for every number b.
+    """
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 64, generator=g, dtype=torch.float64)
+    x = x / _rms_of(x)  # RMS exactly 1 per row: the clipping and flooring norms sit at their kink
+    for name, norm_fn, want_scale, want_shift, likely in _case_table():
+        out = call(_INV, fn, norm_fn, x.clone())
+        if not isinstance(out, dict) or not {"scale", "shift"} <= set(out):
+            fail(
+                _INV,
+                f'expected a dict with keys "scale" and "shift", got {type(out).__name__}'
+                + (f" with keys {sorted(out)}" if isinstance(out, dict) else ""),
+                "a missing `return`?",
+            )
+        got = {"scale": _as_bool(out["scale"], "scale"), "shift": _as_bool(out["shift"], "shift")}
+        for key, want in (("scale", want_scale), ("shift", want_shift)):
+            if got[key] != want:
+                fail(
+                    _INV,
+                    f'for {name} you reported "{key}": {got[key]}, but it is '
+                    f"{'' if want else 'NOT '}invariant to {'scaling' if key == 'scale' else 'shifting'}.",
+                    likely,
+                )
+    passed(_INV, f"right about scale and shift invariance for all {len(_case_table())} norms tried")

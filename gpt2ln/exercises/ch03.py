@@ -1,0 +1,232 @@
+"""Checks for chapter 3, the backward pass of LayerNorm.
+
+- ``check_layer_norm_backward(fn)``: ``fn(dy, x, g, eps=1e-5) -> (dx, dg, db)``.
+- ``check_ln_jacobian(fn)``: ``fn(x) -> J``, the ``[d, d]`` Jacobian of LayerNorm without
+  affine (eps = 1e-5) at one token ``x`` ``[d]``, in closed form.
+
+Each check compares with the correct formula and, when the answer is wrong, with a
+reference implementation of every classic mistake it knows (``BACKWARD_MISTAKES``,
+``JACOBIAN_MISTAKES``), so the failure message can name the mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+
+from ._core import as_tensor, call, close, fail, passed
+
+EPS = 1e-5
+TOL = 1e-8  # inputs are float64: a correct answer agrees to ~1e-15
+
+# name -> what it means; every name appears verbatim in the failure message it causes
+BACKWARD_MISTAKES: dict[str, str] = {
+    "wrong sum axis": (
+        "dg and db are sums over every leading axis (batch and time), one number per feature: "
+        "shape (d,). Summing over the feature axis, or over only the first axis, is wrong."
+    ),
+    "averaged instead of summed": (
+        "dg = Σ dy·x̂ and db = Σ dy are sums over all tokens, not means: every token adds "
+        "its own contribution to the shared parameters."
+    ),
+    "used x instead of x̂ in dg": "y = g·x̂ + b, so dg = Σ dy·x̂ uses the normalized input x̂, not x.",
+    "forgot to multiply dy by g": (
+        "the gradient reaching x̂ is dx̂ = dy·g (the gain scales it); use dx̂, not dy, in dx."
+    ),
+    "forgot the mean(dx̂) term": (
+        "dx = rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)): the mean(dx̂) term is the gradient "
+        "that flows back through the mean μ."
+    ),
+    "forgot the x̂·mean(dx̂·x̂) term": (
+        "dx = rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)): the x̂·mean(dx̂·x̂) term is the gradient "
+        "that flows back through the variance (through rstd)."
+    ),
+    "wrong sign on x̂·mean(dx̂·x̂)": (
+        "the variance term is subtracted: dx = rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)); "
+        "d rstd / d var = −rstd³/2 is negative."
+    ),
+    "used std instead of rstd": (
+        "dx is multiplied by rstd = 1/sqrt(var + eps), not by the standard deviation sqrt(var + eps)."
+    ),
+    "Bessel-corrected variance": (
+        "LayerNorm's variance is biased: mean((x − μ)²), dividing by d, not d − 1 "
+        "(torch.var defaults to d − 1: pass correction=0, or unbiased=False)."
+    ),
+    "forgot eps": (
+        "rstd = 1/sqrt(var + eps): without eps the answer is off by a relative eps/(2·var), "
+        "which is large when the variance is comparable to eps."
+    ),
+}
+
+JACOBIAN_MISTAKES: dict[str, str] = {
+    "forgot the 11ᵀ/d term": (
+        "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d): the −11ᵀ/d part comes from subtracting the mean; "
+        "without it J·1 ≠ 0, yet shifting every feature by the same amount changes nothing."
+    ),
+    "forgot the x̂x̂ᵀ/d term": (
+        "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d): the −x̂x̂ᵀ/d part comes from dividing by the standard "
+        "deviation, which itself depends on x."
+    ),
+    "dropped the 1/d on x̂x̂ᵀ": (
+        "the variance term is x̂x̂ᵀ/d: the variance is a mean over d features, so its derivative carries 1/d."
+    ),
+    "used x − mean instead of x̂": (
+        "the outer product is of the normalized x̂ = (x − μ)·rstd, not of x − μ: "
+        "rstd·(x−μ)(x−μ)ᵀ·rstd²/d = rstd·x̂x̂ᵀ/d."
+    ),
+    "used std instead of rstd": (
+        "J is multiplied by rstd = 1/sqrt(var + eps), not by the standard deviation sqrt(var + eps)."
+    ),
+    "Bessel-corrected variance": (
+        "LayerNorm's variance is biased: mean((x − μ)²), dividing by d, not d − 1 "
+        "(torch.var defaults to d − 1: pass correction=0)."
+    ),
+    "forgot eps": (
+        "rstd = 1/sqrt(var + eps): without eps J is off by a relative eps/(2·var), "
+        "which is large when the variance is comparable to eps."
+    ),
+}
+
+
+def _stats(x: torch.Tensor, eps: float, mistake: str | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """x ``[..., d]`` -> (x̂ ``[..., d]``, rstd ``[..., 1]``), possibly with a mistake."""
+    correction = 1 if mistake == "Bessel-corrected variance" else 0
+    xc = x - x.mean(-1, keepdim=True)
+    var = x.var(-1, correction=correction, keepdim=True)
+    rstd = 1.0 / torch.sqrt(var + (0.0 if mistake == "forgot eps" else eps))
+    return xc * rstd, rstd
+
+
+def _backward(
+    dy: torch.Tensor, x: torch.Tensor, g: torch.Tensor, eps: float, mistake: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The correct (dx, dg, db), or what one named mistake gives."""
+    xhat, rstd = _stats(x, eps, mistake)
+    lead = dy.reshape(-1, dy.shape[-1])  # [N, d]
+    n = lead.shape[0]
+    db = lead.sum(0)
+    dg = (dy * (x if mistake == "used x instead of x̂ in dg" else xhat)).reshape(-1, dy.shape[-1]).sum(0)
+    if mistake == "averaged instead of summed":
+        db, dg = db / n, dg / n
+    dxhat = dy if mistake == "forgot to multiply dy by g" else dy * g
+    term_mean = dxhat.mean(-1, keepdim=True)
+    term_var = xhat * (dxhat * xhat).mean(-1, keepdim=True)
+    if mistake == "forgot the mean(dx̂) term":
+        term_mean = torch.zeros_like(term_mean)
+    if mistake == "forgot the x̂·mean(dx̂·x̂) term":
+        term_var = torch.zeros_like(term_var)
+    if mistake == "wrong sign on x̂·mean(dx̂·x̂)":
+        term_var = -term_var
+    scale = 1.0 / rstd if mistake == "used std instead of rstd" else rstd
+    dx = scale * (dxhat - term_mean - term_var)
+    return dx, dg, db
+
+
+def _diagnose(
+    check: str,
+    what: str,
+    outs: list[torch.Tensor],
+    make: Callable[[str], Any],
+    mistakes: dict[str, str],
+    first_wrong: int,
+) -> None:
+    """Fail naming the mistake whose reference matches the student's outputs (all, else the wrong one)."""
+    candidates = {name: make(name) for name in mistakes if name != "wrong sum axis"}
+    for name, ref in candidates.items():
+        if all(close(o, r, TOL) for o, r in zip(outs, ref, strict=True)):
+            fail(check, what, f"{name}: {mistakes[name]}")
+    for name, ref in candidates.items():
+        if close(outs[first_wrong], ref[first_wrong], TOL):
+            fail(check, what, f"{name}: {mistakes[name]}")
+    fail(check, what)
+
+
+def _backward_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(3)
+    cases = []
+    for label, shape, offset, scale in [
+        ("x of shape [2, 3, 8], features 1 + 3·N(0, 1)", (2, 3, 8), 1.0, 3.0),
+        ("x of shape [5, 6], features 0.5 + 0.003·N(0, 1) (variance near eps)", (5, 6), 0.5, 3e-3),
+    ]:
+        d = shape[-1]
+        x = offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)
+        g = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
+        dy = torch.randn(shape, generator=gen, dtype=torch.float64)
+        cases.append((label, dy, x, g))
+    return cases
+
+
+def check_layer_norm_backward(fn: Callable[..., Any]) -> None:
+    """Check ``fn(dy, x, g, eps=1e-5) -> (dx, dg, db)`` for LayerNorm ``y = g·x̂ + b``.
+
+    dy, x: ``[..., d]`` float64; g: ``[d]``. Expected: dx ``[..., d]``, dg and db ``[d]``
+    (summed over every leading axis).
+    """
+    check = "check_layer_norm_backward"
+    for label, dy, x, g in _backward_cases():
+        d = x.shape[-1]
+        out = call(check, fn, dy.clone(), x.clone(), g.clone(), eps=EPS)
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            fail(check, f"expected a tuple (dx, dg, db), got {type(out).__name__}", "return dx, dg, db")
+        dx = as_tensor(check, out[0], x, "dx")
+        flat = torch.empty(d, dtype=x.dtype)
+        for what, t in (("dg", out[1]), ("db", out[2])):
+            shape = tuple(t.shape) if hasattr(t, "shape") else None
+            if shape != (d,):
+                why = f"wrong sum axis: {BACKWARD_MISTAKES['wrong sum axis']}"
+                fail(check, f"on {label}, {what} has shape {shape}, expected ({d},)", why)
+        dg, db = as_tensor(check, out[1], flat, "dg"), as_tensor(check, out[2], flat, "db")
+        outs = [dx, dg, db]
+        refs = _backward(dy, x, g, EPS)
+        for i, what in enumerate(("dx", "dg", "db")):
+            if not close(outs[i], refs[i], TOL):
+                err = (outs[i] - refs[i]).abs().max().item()
+                make = partial(_backward, dy, x, g, EPS)  # make(mistake) -> (dx, dg, db)
+                what_failed = f"on {label}, {what} is off by up to {err:.3g}"
+                _diagnose(check, what_failed, outs, make, BACKWARD_MISTAKES, i)
+    passed(check, "dx, dg and db match the reference on [2, 3, 8] and [5, 6] inputs, eps included")
+
+
+def _jacobian(x: torch.Tensor, eps: float, mistake: str | None = None) -> torch.Tensor:
+    """The ``[d, d]`` Jacobian of LayerNorm without affine at x ``[d]``, or a mistaken one."""
+    d = x.shape[-1]
+    xhat, rstd = _stats(x, eps, mistake)
+    if mistake == "used x − mean instead of x̂":
+        xhat = x - x.mean()
+    eye = torch.eye(d, dtype=x.dtype)
+    ones = torch.full((d, d), 1.0 / d, dtype=x.dtype)
+    outer = torch.outer(xhat, xhat) / (1 if mistake == "dropped the 1/d on x̂x̂ᵀ" else d)
+    if mistake == "forgot the 11ᵀ/d term":
+        ones = torch.zeros_like(ones)
+    if mistake == "forgot the x̂x̂ᵀ/d term":
+        outer = torch.zeros_like(outer)
+    scale = 1.0 / rstd if mistake == "used std instead of rstd" else rstd
+    return scale * (eye - ones - outer)
+
+
+def _jacobian_outs(x: torch.Tensor, eps: float, mistake: str) -> tuple[torch.Tensor]:
+    return (_jacobian(x, eps, mistake),)
+
+
+def check_ln_jacobian(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x) -> J``: the ``[d, d]`` Jacobian dLN(x)/dx of LayerNorm without affine.
+
+    x: one token ``[d]`` float64; eps = 1e-5. ``J[i, j] = d y_i / d x_j``.
+    """
+    check = "check_ln_jacobian"
+    gen = torch.Generator().manual_seed(4)
+    for label, d, offset, scale in [
+        ("a token of width 8, features 1 + 2·N(0, 1)", 8, 1.0, 2.0),
+        ("a token of width 5, features −0.3 + 0.003·N(0, 1) (variance near eps)", 5, -0.3, 3e-3),
+    ]:
+        x = offset + scale * torch.randn(d, generator=gen, dtype=torch.float64)
+        want = _jacobian(x, EPS)
+        got = as_tensor(check, call(check, fn, x.clone()), want, "J")
+        if not close(got, want, TOL):
+            err = (got - want).abs().max().item()
+            make = partial(_jacobian_outs, x, EPS)  # make(mistake) -> (J,)
+            _diagnose(check, f"on {label}, J is off by up to {err:.3g}", [got], make, JACOBIAN_MISTAKES, 0)
+    passed(check, "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d) on tokens of width 8 and 5, eps included")
