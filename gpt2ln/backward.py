@@ -53,11 +53,7 @@ def _backward_from_saved(
     dbias = _sum_leading(dy)  # [d]
     dweight = _sum_leading(dy * xhat)  # [d]
     dxhat = dy * weight if weight is not None else dy  # [..., d]
-    dx = rstd * (
-        dxhat
-        - dxhat.mean(dim=-1, keepdim=True)
-        - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True)
-    )
+    dx = rstd * (dxhat - dxhat.mean(dim=-1, keepdim=True) - xhat * (dxhat * xhat).mean(dim=-1, keepdim=True))
     return dx, dweight, dbias
 
 

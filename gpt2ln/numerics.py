@@ -281,8 +281,10 @@ def copy_bandwidth(
     """Measured memory bandwidth in GB/s (1e9 bytes/s) of ``torch.empty_like(x).copy_(x)``.
 
     x is a float32 tensor of ``nbytes`` bytes; a copy reads and writes it, so it moves
-    ``2 * nbytes``. Returns ``2 * nbytes / median_seconds / 1e9``. Pick nbytes well above the
-    last-level cache (the default 64 MiB) to measure DRAM rather than cache.
+    ``2 * nbytes``. Returns ``2 * nbytes / median_seconds / 1e9``. The allocation of the output
+    is timed too, as it is for any out-of-place operation; above glibc's mmap threshold (32 MB
+    at most) every allocation gets fresh pages whose first touch is slow, so compare a kernel
+    with the copy bandwidth measured at the kernel's own tensor size.
     """
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 4:
         raise ValueError(f"copy_bandwidth: expected nbytes to be an int >= 4, got {nbytes!r}")

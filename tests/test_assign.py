@@ -277,7 +277,11 @@ def test_student_notebook_runs_until_the_first_exercise_check(name, tmp_path):
         for i, c in enumerate(student.cells)
         if c.cell_type == "code" and any(o.output_type == "error" for o in c.outputs)
     ]
-    assert failing == [expected], (failing, info.value)
+    early = " (before any exercise: does the instructor notebook run?)" if failing[:1] < [expected] else ""
+    assert failing == [expected], (
+        f"expected the first error in cell {expected} (the first exercise check), got it in cell(s) "
+        f"{failing}{early}: {info.value.ename}: {info.value.evalue}"
+    )
     err = info.value
     assert err.ename == "NotImplementedError" or (
         err.ename == "AssertionError" and "not implemented yet" in err.evalue

@@ -261,3 +261,12 @@ def test_unimplemented_param_count_says_not_implemented_yet():
 
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_layernorm_param_count(layernorm_params)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check_layer_norm(right)
+    check_layernorm_param_count(right_count, variants=True)
+    assert torch.equal(torch.rand(3), expected)

@@ -122,8 +122,18 @@ def test_backward_bad_return():
 # ---------------------------------------------------------------- Jacobian
 
 
-def _jac(x, eps=1e-5, *, mean_term=True, var_term=True, var_div_d=True, centered_only=False,
-         use_std=False, unbiased=False, with_eps=True):
+def _jac(
+    x,
+    eps=1e-5,
+    *,
+    mean_term=True,
+    var_term=True,
+    var_div_d=True,
+    centered_only=False,
+    use_std=False,
+    unbiased=False,
+    with_eps=True,
+):
     """A student's closed-form Jacobian with switches for each mistake."""
     d = x.numel()
     xc = x - x.mean()

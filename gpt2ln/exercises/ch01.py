@@ -67,6 +67,11 @@ def _matches(out: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-4) -> bool:
     return tuple(out.shape) == tuple(ref.shape) and bool(torch.allclose(out, ref, rtol=rtol, atol=1e-7))
 
 
+def _first(v: torch.Tensor, n: int = 3) -> str:
+    """The first n entries, 4 significant digits: '[0.1234, 0.1515, 0.1768, ...]'."""
+    return "[" + ", ".join(f"{x:.4g}" for x in v[:n].tolist()) + (", ...]" if len(v) > n else "]")
+
+
 def _diagnose_residual_norms(out: torch.Tensor, cache: dict[str, torch.Tensor], n_layer: int) -> None:
     """Fail with the most likely named mistake; return only if out is right."""
     ref = _per_layer(cache, n_layer, lambda x: x.double().norm(dim=-1).mean())
@@ -142,7 +147,7 @@ def _diagnose_residual_norms(out: torch.Tensor, cache: dict[str, torch.Tensor], 
     ]
     for f, name, likely in named:
         if _matches(out, _per_layer(cache, n_layer, f)):
-            fail(_RESID, f"{name}: got {out[:3].tolist()}..., expected {ref[:3].tolist()}...", likely)
+            fail(_RESID, f"{name}: got {_first(out)}, expected {_first(ref)}", likely)
     l_bad = int((out - ref).abs().argmax())
     fail(
         _RESID,

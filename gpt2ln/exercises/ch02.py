@@ -241,8 +241,8 @@ def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
 
 
-def _diagnose(case: _Case, y: torch.Tensor, truth: torch.Tensor) -> _Mistake | None:
-    """The single mistake whose output is nearest the learner's, if it explains it."""
+def _nearest(case: _Case, y: torch.Tensor, truth: torch.Tensor) -> tuple[_Mistake | None, bool]:
+    """The single mistake whose output is nearest the learner's, and whether it explains it."""
     x, g, b = (t.double() for t in (case.x, case.g, case.b))
     eps = 1e-5 if case.eps is None else case.eps
     best, best_d = None, math.inf
@@ -257,9 +257,7 @@ def _diagnose(case: _Case, y: torch.Tensor, truth: torch.Tensor) -> _Mistake | N
         d = _dist(y, ref)
         if d < best_d:
             best, best_d = m, d
-    if best is not None and best_d <= max(case.tol, 0.02 * _dist(y, truth)):
-        return best
-    return None
+    return best, best is not None and best_d <= max(case.tol, 0.02 * _dist(y, truth))
 
 
 def check_layer_norm(fn: Callable[..., Any]) -> None:
@@ -292,20 +290,22 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
         if close(y, truth, case.tol) and torch.isfinite(y).all():
             continue
         where = f"on {case.what}"
+        err = f"{float((y - truth).abs().max()):.3g}"  # "nan" when y has NaN
         if case.kind == "offset":
             fail(
                 check,
-                f"{where}, your output is {'NaN' if torch.isnan(y).any() else 'wrong'} "
-                f"(max error {_dist(y, truth):.3g}), although it was right on every smaller input",
+                f"{where}, your output "
+                + ("contains NaN" if torch.isnan(y).any() else f"is wrong (max error {err})")
+                + ", although it was right on every smaller input",
                 "one-pass variance cancels: E[x^2] - E[x]^2 subtracts two numbers near 1e8 in float32 "
                 "(spacing 8), so the variance is garbage (even negative: NaN). Compute the mean first, "
                 "then the mean of (x - u)^2 (two passes), as GPT-2 does",
             )
-        mistake = _diagnose(case, y, truth)
-        if mistake is not None:
+        mistake, explained = _nearest(case, y, truth)
+        if explained:
             fail(
                 check,
-                f"{where}, your output differs from GPT-2's LayerNorm (max error {_dist(y, truth):.3g})",
+                f"{where}, your output differs from GPT-2's LayerNorm (max error {err})",
                 f"{mistake.label}. Fix: {mistake.fix}",
             )
         if torch.isnan(y).any():
@@ -319,9 +319,11 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
         i = tuple(int(k) for k in torch.nonzero((y - truth).abs() == (y - truth).abs().max())[0])
         fail(
             check,
-            f"{where}, your output differs from GPT-2's LayerNorm by up to {_dist(y, truth):.3g} "
+            f"{where}, your output differs from GPT-2's LayerNorm by up to {err} "
             f"(at index {i}: got {float(y[i]):.6g}, expected {float(truth[i]):.6g})",
-            f"no single classic mistake explains it (maybe two at once); compare each step with {_REFERENCE}",
+            "no single classic mistake explains it (maybe two at once"
+            + (f"; the nearest is: {mistake.label}" if mistake is not None else "")
+            + f"); compare each step with {_REFERENCE}",
         )
     passed(
         check,
@@ -342,7 +344,8 @@ def _count_in_model(config: GPT2Config) -> int:
     """Norm parameters of a real ``gpt2ln.GPT2(config)`` (names with ``ln_`` or ``norm``)."""
     from ..model import GPT2
 
-    model = GPT2(config)
+    with torch.random.fork_rng(devices=[]):  # leave the learner's random state alone
+        model = GPT2(config)
     return sum(p.numel() for n, p in model.named_parameters() if "ln_" in n or "norm" in n)
 
 
