@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 [ "${1:-}" = "--no-setup" ] || bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 bash scripts/offline.sh jupyter-book build . -W -n --keep-going --all
+
+.venv/bin/python scripts/check_exec_times.py
 echo "book: open _build/html/index.html"

@@ -12,10 +12,13 @@ from .ch02 import check_layer_norm, check_layernorm_param_count
 from .ch03 import check_layer_norm_backward, check_ln_jacobian
 from .ch04 import check_welford, check_welford_merge
 from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
+from .ch06 import check_causal_attention, check_gelu
 
 __all__ = [
     "call",
+    "check_causal_attention",
     "check_center_writing_weights",
+    "check_gelu",
     "check_invariance",
     "check_layer_norm",
     "check_layer_norm_backward",

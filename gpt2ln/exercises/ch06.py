@@ -1,0 +1,446 @@
+"""Checks for chapter 6 (attention and the MLP).
+
+``check_causal_attention(fn)`` runs the learner's
+``fn(x, c_attn_w, c_attn_b, c_proj_w, c_proj_b, n_head) -> y`` (weights in GPT-2's
+``Conv1D`` layout ``[in, out]``) on inputs where each classic mistake gives a
+different answer, and names the one it matches. ``check_gelu(fn)`` checks GPT-2's
+tanh GELU the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._core import as_tensor, call, close, fail, passed
+
+__all__ = ["check_causal_attention", "check_gelu"]
+
+
+@dataclass
+class _Mistake:
+    label: str  # names the mistake (tests and learners look for these words)
+    fix: str
+    fn: Callable[..., torch.Tensor]
+
+
+def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
+    if a.shape != ref.shape or not torch.isfinite(a).all():
+        return math.inf
+    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
+
+
+def _nearest(mistakes: list[_Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float):
+    """The mistake whose output (on args) is nearest y, if it explains y; else None."""
+    best, best_d = None, math.inf
+    for m in mistakes:
+        try:
+            with torch.no_grad():
+                ref = m.fn(*args)
+        except RuntimeError:  # this mistake cannot even run on this input
+            continue
+        if _dist(ref, truth) <= tol:  # not distinguishable on this input
+            continue
+        d = _dist(y, ref)
+        if d < best_d:
+            best, best_d = m, d
+    if best is not None and best_d <= max(tol, 0.02 * _dist(y, truth)):
+        return best
+    return None
+
+
+def _unchanged(check: str, names: tuple[str, ...], before: list, after: list, what: str) -> None:
+    for name, b, a in zip(names, before, after, strict=True):
+        if isinstance(b, torch.Tensor) and not torch.equal(b, a):
+            fail(
+                check,
+                f"your function changed its input `{name}` in place, on {what}",
+                "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead",
+            )
+
+
+# ---------------------------------------------------------------------------- attention
+_ATTN_FORMULA = (
+    "q, k, v = (x @ c_attn_w + c_attn_b).split(d, -1); heads [B, T, d] -> view [B, T, H, D] -> "
+    "transpose(1, 2) -> [B, H, T, D]; softmax(mask(q @ k^T / sqrt(D)), -1) @ v; back to [B, T, d]; "
+    "@ c_proj_w + c_proj_b"
+)
+
+
+def _attention(
+    x: torch.Tensor,
+    wa: torch.Tensor,
+    ba: torch.Tensor,
+    wp: torch.Tensor,
+    bp: torch.Tensor,
+    n_head: int,
+    *,
+    scale: str = "head_dim",
+    mask: str = "before",
+    split: str = "transpose",
+    merge: str = "transpose",
+    softmax_dim: int = -1,
+    order: str = "qkv",
+    proj: str = "conv1d",
+    attn_bias: bool = True,
+    proj_bias: bool = True,
+) -> torch.Tensor:
+    """GPT-2's causal self-attention, or one classic mistake. x: ``[B, T, d]`` -> ``[B, T, d]``.
+
+    Weights in ``Conv1D`` layout: wa ``[d, 3d]``, ba ``[3d]``, wp ``[d, d]``, bp ``[d]``.
+    """
+    B, T, d = x.shape
+    H, D = n_head, d // n_head
+    qkv = x @ wa + (ba if attn_bias else 0.0)  # [B, T, 3d]
+    parts = dict(zip("qkv", qkv.split(d, dim=-1), strict=True))
+    q, k, v = (parts[c] for c in order)
+
+    def heads(t: torch.Tensor) -> torch.Tensor:  # [B, T, d] -> [B, H, T, D]
+        if split == "transpose":
+            return t.view(B, T, H, D).transpose(1, 2)
+        return t.reshape(B, H, T, D)  # no transpose: mixes positions and features
+
+    q, k, v = heads(q), heads(k), heads(v)
+    scores = q @ k.transpose(-2, -1)  # [B, H, T, T]
+    factor = {"head_dim": 1 / math.sqrt(D), "n_embd": 1 / math.sqrt(d), "none": 1.0, "D": 1 / D}[scale]
+    scores = scores * factor
+    allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+    if mask == "before":
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    pattern = torch.softmax(scores, dim=softmax_dim)
+    if mask == "after":
+        pattern = pattern.masked_fill(~allowed, 0.0)
+    y = pattern @ v  # [B, H, T, D]
+    y = y.transpose(1, 2).reshape(B, T, d) if merge == "transpose" else y.reshape(B, T, d)
+    if proj == "none":
+        return y
+    w = wp if proj == "conv1d" else wp.T
+    return y @ w + (bp if proj_bias else 0.0)
+
+
+def _attention_mistakes() -> list[_Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> _Mistake:
+        return _Mistake(label, fix, lambda *a: _attention(*a, **kw))
+
+    split_fix = (
+        "split the features into heads, then move the head axis forward: "
+        "t.view(B, T, H, D).transpose(1, 2) -> [B, H, T, D]"
+    )
+    out = [
+        m(
+            "forgot the 1/sqrt(D) scale: the scores are q @ k^T without scaling",
+            "multiply q @ k^T by 1 / sqrt(D), D = d // n_head the head dimension (0.125 in GPT-2)",
+            scale="none",
+        ),
+        m(
+            "scaled by 1/sqrt(d) (n_embd) instead of 1/sqrt(D), the head dimension",
+            "D = d // n_head: each score is a dot product of D numbers, not d",
+            scale="n_embd",
+        ),
+        m(
+            "scaled by 1/D instead of 1/sqrt(D)",
+            "a dot product of D unit-variance terms has variance D, standard deviation sqrt(D)",
+            scale="D",
+        ),
+        m(
+            "no causal mask: every query also attends to later positions",
+            "before the softmax set the scores of keys j > i to -inf (masked_fill with a tril mask)",
+            mask="none",
+        ),
+        m(
+            "mask applied after softmax: the future was zeroed after normalizing, so the rows do not "
+            "sum to 1 and the future still changed the normalization",
+            "mask the scores (to -inf) before the softmax",
+            mask="after",
+        ),
+        m(
+            "wrong head split: reshaped [B, T, d] to [B, H, T, D] without the transpose "
+            "(and merged back the same way)",
+            split_fix,
+            split="reshape",
+            merge="reshape",
+        ),
+        m(
+            "wrong head split: reshaped [B, T, d] to [B, H, T, D] without the transpose",
+            split_fix,
+            split="reshape",
+        ),
+        m(
+            "wrong head merge: reshaped [B, H, T, D] back to [B, T, d] without transposing first",
+            "y.transpose(1, 2).reshape(B, T, d) (or .contiguous().view(B, T, d))",
+            merge="reshape",
+        ),
+        m(
+            "softmax over the wrong axis: normalized over the queries (dim -2) instead of the keys",
+            "torch.softmax(scores, dim=-1): each query's weights over the keys sum to 1",
+            softmax_dim=-2,
+        ),
+        m(
+            "used nn.Linear layout (transposed weights) for c_proj: y @ c_proj_w.T",
+            "GPT-2's Conv1D weights are [in, out]: y @ c_proj_w + c_proj_b (not F.linear)",
+            proj="linear",
+        ),
+        m(
+            "forgot the output projection c_proj",
+            "finish with y @ c_proj_w + c_proj_b",
+            proj="none",
+        ),
+        m("forgot the bias c_attn_b", "x @ c_attn_w + c_attn_b", attn_bias=False),
+        m("forgot the bias c_proj_b", "y @ c_proj_w + c_proj_b", proj_bias=False),
+    ]
+    for perm in itertools.permutations("qkv"):
+        order = "".join(perm)
+        if order != "qkv":
+            out.append(
+                m(
+                    f"took q, k, v from c_attn's output in the wrong order ({', '.join(order)})",
+                    "c_attn's output [B, T, 3d] holds q, then k, then v: q, k, v = qkv.split(d, dim=-1)",
+                    order=order,
+                )
+            )
+    return out
+
+
+@dataclass
+class _AttnCase:
+    what: str
+    args: tuple  # x, wa, ba, wp, bp, n_head
+    tol: float
+
+
+def _attn_cases() -> list[_AttnCase]:
+    gen = torch.Generator().manual_seed(6)
+
+    def case(what: str, B: int, T: int, d: int, H: int, dtype: torch.dtype, tol: float) -> _AttnCase:
+        def r(*shape: int, std: float) -> torch.Tensor:
+            return std * torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+        # q and k entries of standard deviation ~1.5: scores large enough that scale mistakes show.
+        x = r(B, T, d, std=1.0)
+        wa, ba = r(d, 3 * d, std=1.5 / math.sqrt(d)), r(3 * d, std=0.5)
+        wp, bp = r(d, d, std=1.0 / math.sqrt(d)), r(d, std=0.5)
+        args = tuple(t.to(dtype) for t in (x, wa, ba, wp, bp))
+        return _AttnCase(what, (*args, H), tol)
+
+    f32, f64 = torch.float32, torch.float64
+    return [
+        case("x of shape [2, 5, 12] (B, T, d) with n_head=3 (D=4), float64", 2, 5, 12, 3, f64, 1e-6),
+        case("x of shape [1, 7, 16] with n_head=2 (D=8), float32", 1, 7, 16, 2, f32, 1e-5),
+        case("x of shape [3, 6, 24] with n_head=4 (D=6), float64", 3, 6, 24, 4, f64, 1e-6),
+    ]
+
+
+def _linear_layout_explains(fn: Callable[..., Any], case: _AttnCase) -> bool:
+    """Whether fn computes the right thing when handed the weights in nn.Linear layout."""
+    x, wa, ba, wp, bp, H = case.args
+    try:
+        out = fn(x.clone(), wa.T.contiguous(), ba.clone(), wp.T.contiguous(), bp.clone(), H)
+        out = torch.as_tensor(out)
+    except Exception:
+        return False
+    truth = _attention(*(t.double() for t in case.args[:5]), H)
+    return out.shape == truth.shape and close(out.detach().double(), truth, 1e-4)
+
+
+def check_causal_attention(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x, c_attn_w, c_attn_b, c_proj_w, c_proj_b, n_head)`` is GPT-2's attention.
+
+    x: ``[B, T, d]``; ``c_attn_w`` ``[d, 3d]``, ``c_attn_b`` ``[3d]``, ``c_proj_w``
+    ``[d, d]``, ``c_proj_b`` ``[d]`` in GPT-2's ``Conv1D`` layout (``x @ W + b``);
+    returns ``[B, T, d]``. Three inputs (float64 and float32, 2 to 4 heads). A wrong
+    output names the classic mistake it matches: no or wrong scale (1/sqrt(d), 1/D),
+    no causal mask, mask after the softmax, head split or merge without the transpose,
+    softmax over the queries, ``nn.Linear`` layout, q/k/v in the wrong order, a
+    missing projection or bias.
+    """
+    check = "check_causal_attention"
+    mistakes = _attention_mistakes()
+    names = ("x", "c_attn_w", "c_attn_b", "c_proj_w", "c_proj_b")
+    for case in _attn_cases():
+        tensors, H = case.args[:5], case.args[5]
+        args = [t.clone() for t in tensors]
+        try:
+            out = fn(*args, H)
+        except NotImplementedError:
+            out = call(check, fn, *args, H)  # reports "not implemented yet"
+        except Exception as e:
+            if _linear_layout_explains(fn, case):
+                fail(
+                    check,
+                    f"on {case.what}, your function raised {type(e).__name__}, but computes the right "
+                    "thing when given the weights transposed",
+                    "used nn.Linear layout (transposed weights): F.linear(x, W) computes x @ W.T and "
+                    "expects W of shape [out, in]. GPT-2's Conv1D weights are [in, out]: "
+                    "use x @ c_attn_w + c_attn_b",
+                )
+            out = call(check, fn, *args, H)  # reports the exception in a sentence
+        _unchanged(check, names, list(tensors), args, case.what)
+        truth = _attention(*(t.double() for t in tensors), H)
+        y = as_tensor(check, out, truth).detach().double()
+        if close(y, truth, case.tol) and torch.isfinite(y).all():
+            continue
+        err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
+        mistake = _nearest(mistakes, (*(t.double() for t in tensors), H), y, truth, case.tol)
+        if mistake is not None:
+            fail(
+                check,
+                f"on {case.what}, your output differs from the reference (max abs error {err:.3g})",
+                f"{mistake.label}. Fix: {mistake.fix}",
+            )
+        if not torch.isfinite(y).all():
+            fail(
+                check,
+                f"on {case.what}, your output contains NaN or inf",
+                "a row of the softmax with every score -inf? (mask only the keys j > i)",
+            )
+        fail(
+            check,
+            f"on {case.what}, your output differs from the reference by up to {err:.3g} (absolute)",
+            f"no single classic mistake explains it (maybe two at once, or n_head ignored); "
+            f"compare each step with: {_ATTN_FORMULA}",
+        )
+    passed(check, "matches GPT-2's causal self-attention on 3 inputs (2-4 heads, float32/float64)")
+
+
+# ---------------------------------------------------------------------------- GELU
+_GELU_FORMULA = "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))"
+_K = math.sqrt(2.0 / math.pi)
+
+
+def _gelu(
+    x: torch.Tensor, *, k: float = _K, c: float = 0.044715, p: int = 3, half: float = 0.5
+) -> torch.Tensor:
+    """GPT-2's tanh GELU, or a variant with another constant, power or factor."""
+    return half * x * (1.0 + torch.tanh(k * (x + c * x**p)))
+
+
+def _gelu_mistakes() -> list[_Mistake]:
+    def m(label: str, fix: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> _Mistake:
+        return _Mistake(label, fix, fn)
+
+    fix_c = "the cubic term is 0.044715 * x**3"
+    out = [
+        m(
+            "used exact erf GELU x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2))), "
+            "not GPT-2's tanh approximation",
+            f"GPT-2's gelu is {_GELU_FORMULA} (= F.gelu(x, approximate='tanh'), transformers' gelu_new)",
+            lambda x: 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0))),
+        ),
+        m(
+            "missing x³ term: tanh(sqrt(2/pi) * x) without + 0.044715 * x^3",
+            fix_c,
+            lambda x: _gelu(x, c=0.0),
+        ),
+        m("x² instead of x³ in the cubic term", fix_c, lambda x: _gelu(x, p=2)),
+        m(
+            "missing 0.5 factor: x * (1 + tanh(...)) is twice GELU",
+            "multiply by 0.5: 0.5 * x * (1 + tanh(...))",
+            lambda x: _gelu(x, half=1.0),
+        ),
+        m(
+            "forgot to multiply by x: 0.5 * (1 + tanh(...)) approximates Phi(x), the gate, not GELU",
+            "GELU is x * Phi(x): 0.5 * x * (1 + tanh(...))",
+            lambda x: 0.5 * (1.0 + torch.tanh(_K * (x + 0.044715 * x**3))),
+        ),
+        m(
+            "used the sigmoid approximation x * sigmoid(1.702 x) (quick GELU), not GPT-2's tanh form",
+            f"use {_GELU_FORMULA}",
+            lambda x: x * torch.sigmoid(1.702 * x),
+        ),
+        m("used ReLU, not GELU", f"use {_GELU_FORMULA}", torch.relu),
+    ]
+    for c in (0.0447, 0.04471, 0.04715, 0.44715, 0.0044715, 0.447):
+        out.append(
+            m(
+                f"wrong constant 0.044715: the output matches x + {c:g} * x^3",
+                fix_c,
+                lambda x, c=c: _gelu(x, c=c),
+            )
+        )
+    for name, k in (("2/pi", 2 / math.pi), ("sqrt(2*pi)", math.sqrt(2 * math.pi)), ("sqrt(pi/2)", None)):
+        k = math.sqrt(math.pi / 2) if k is None else k
+        out.append(
+            m(
+                f"wrong constant sqrt(2/pi) ≈ 0.79788: the output matches {name} ≈ {k:.5g}",
+                "the factor inside tanh is math.sqrt(2 / math.pi)",
+                lambda x, k=k: _gelu(x, k=k),
+            )
+        )
+    return out
+
+
+def _gelu_cases() -> list[tuple[str, torch.Tensor, float]]:
+    gen = torch.Generator().manual_seed(6)
+    grid = torch.linspace(-8.0, 8.0, 321, dtype=torch.float64)
+    return [
+        ("x = linspace(-8, 8, 321), float64", grid, 1e-7),
+        (
+            "x of shape [2, 4, 32] ([B, T, 4d]) with standard deviation 2, float32",
+            (2.0 * torch.randn(2, 4, 32, generator=gen, dtype=torch.float64)).float(),
+            1e-5,
+        ),
+        (
+            "large |x| (±20, ±50, ±100), float32",
+            torch.tensor([-100.0, -50.0, -20.0, 20.0, 50.0, 100.0]),
+            1e-5,
+        ),
+    ]
+
+
+def check_gelu(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x)`` is GPT-2's tanh GELU, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+
+    x: any shape; returns the same shape (torch tensor or numpy array). Inputs: a
+    float64 grid over [-8, 8] (tolerance 1e-7, so that even the exact erf GELU, off by
+    at most ~4.7e-4, is told apart), a float32 batch, and large |x| where a tanh
+    written with exp overflows. A wrong output names the mistake it matches (exact erf
+    GELU, missing x³ term, wrong constants, missing 0.5, missing x, sigmoid or ReLU).
+    """
+    check = "check_gelu"
+    mistakes = _gelu_mistakes()
+    for what, x, tol in _gelu_cases():
+        arg = x.clone()
+        out = call(check, fn, arg)
+        _unchanged(check, ("x",), [x], [arg], what)
+        truth = _gelu(x.double())
+        y = as_tensor(check, out, truth).detach().double()
+        if close(y, truth, tol) and torch.isfinite(y).all():
+            continue
+        if not torch.isfinite(y).all():
+            bad = x[~torch.isfinite(y)].flatten()[:3].tolist()
+            fail(
+                check,
+                f"on {what}, your output contains NaN or inf (at x = {bad})",
+                "tanh written with exp overflows for large |x| (exp(2z) = inf, inf / inf = NaN): "
+                "use torch.tanh",
+            )
+        err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
+        mistake = _nearest(mistakes, (x.double(),), y, truth, tol)
+        if mistake is not None:
+            fail(
+                check,
+                f"on {what}, your output differs from the reference (max abs error {err:.3g})",
+                f"{mistake.label}. Fix: {mistake.fix}",
+            )
+        diff = (y - truth).abs()
+        i = int(diff.flatten().argmax())
+        hint = (
+            "close but not exact: compute sqrt(2/pi) as math.sqrt(2 / math.pi) (not a rounded "
+            "literal) and use 0.044715"
+            if err < 1e-4
+            else f"no single classic mistake explains it; compare with {_GELU_FORMULA}"
+        )
+        fail(
+            check,
+            f"on {what}, your output differs from the reference by up to {err:.3g} (absolute) "
+            f"(at x = {float(x.flatten()[i]):.6g}: got {float(y.flatten()[i]):.8g}, "
+            f"expected {float(truth.flatten()[i]):.8g})",
+            hint,
+        )
+    passed(check, f"matches {_GELU_FORMULA} on 3 inputs (float64 grid over [-8, 8], float32, |x| up to 100)")

@@ -1,0 +1,83 @@
+"""Fail if a chapter took longer than its budget in the last book build.
+
+Reads the execution table the build itself renders on book/execution.md (myst-nb's
+``nb-exec-table``), so the times are the ones of the real build, on this machine.
+Usage: python scripts/check_exec_times.py [_build/html]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# seconds per notebook, by chapter number (the issues' budgets on 2 CPU cores)
+BUDGETS = {1: 60, 2: 60, 3: 60, 4: 60, 5: 60, 6: 120, 7: 120, 8: 120, 9: 90, 10: 90, 11: 120}
+TOTAL_BUDGET = 600
+
+
+class _Table(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def read_times(html_dir: Path) -> dict[str, tuple[float, str]]:
+    page = html_dir / "book" / "execution.html"
+    if not page.exists():
+        raise SystemExit(f"check_exec_times: {page} not found: build the book first")
+    parser = _Table()
+    parser.feed(page.read_text(encoding="utf-8"))
+    header, *body = [r for r in parser.rows if r]
+    doc, runtime, status = header.index("Document"), header.index("Run Time (s)"), header.index("Status")
+    return {r[doc]: (float(r[runtime]), r[status]) for r in body}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    html_dir = Path(argv[0]) if argv else ROOT / "_build" / "html"
+    times = read_times(html_dir)
+    problems, total = [], 0.0
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        doc = f"notebooks/{nb.stem}"
+        if doc not in times:
+            problems.append(f"{doc}: not executed by the build")
+            continue
+        seconds, status = times[doc]
+        total += seconds
+        budget = BUDGETS.get(int(nb.stem.split("_")[0]), 60)
+        ok = seconds <= budget and status == "✅"
+        print(f"{'ok ' if ok else 'BAD'} {doc:40s} {seconds:7.1f} s  (budget {budget} s) {status}")
+        if not ok:
+            problems.append(f"{doc}: {seconds:.1f} s (budget {budget} s), status {status}")
+    print(f"total {total:.1f} s (budget {TOTAL_BUDGET} s)")
+    if total > TOTAL_BUDGET:
+        problems.append(f"all notebooks: {total:.1f} s > {TOTAL_BUDGET} s")
+    (html_dir.parent / "execution_times.json").write_text(
+        json.dumps({k: v[0] for k, v in times.items()}, indent=1)
+    )
+    for p in problems:
+        print(f"check_exec_times: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""Chapter 6 checks: right answers pass, each classic mistake fails naming itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gpt2ln
+from gpt2ln import GPT2Config
+from gpt2ln.exercises import check_causal_attention, check_gelu
+
+
+# ----------------------------------------------------------------------- check_causal_attention
+def _attn(
+    x,
+    wa,
+    ba,
+    wp,
+    bp,
+    n_head,
+    *,
+    scale="D",
+    mask="before",
+    split="transpose",
+    merge="transpose",
+    dim=-1,
+    linear=False,
+    order="qkv",
+):
+    """A learner's attention, right by default; each keyword reproduces one mistake."""
+    B, T, d = x.shape
+    H, D = n_head, d // n_head
+    if linear:  # nn.Linear layout: x @ W.T (crashes on c_attn's [d, 3d] weight)
+        qkv = F.linear(x, wa, ba)
+    else:
+        qkv = x @ wa + ba
+    parts = dict(zip("qkv", qkv.split(d, dim=-1), strict=True))
+    q, k, v = (parts[c] for c in order)
+    if split == "transpose":
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+    else:
+        q, k, v = (t.reshape(B, H, T, D) for t in (q, k, v))
+    s = q @ k.transpose(-2, -1)
+    s = s / {"D": math.sqrt(D), "d": math.sqrt(d), "none": 1.0}[scale]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    if mask == "before":
+        s = s.masked_fill(~causal, float("-inf"))
+    p = torch.softmax(s, dim=dim)
+    if mask == "after":
+        p = p * causal
+    y = p @ v
+    y = y.transpose(1, 2).reshape(B, T, d) if merge == "transpose" else y.reshape(B, T, d)
+    return F.linear(y, wp, bp) if linear else y @ wp + bp
+
+
+def right_attention(x, wa, ba, wp, bp, n_head):
+    return _attn(x, wa, ba, wp, bp, n_head)
+
+
+def test_right_attention_passes_and_prints_one_line(capsys):
+    check_causal_attention(right_attention)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_causal_attention")
+
+
+def _official_mask(x, wa, ba, wp, bp, n_head):
+    """The official -1e10 mask, and a float32 computation of float64 inputs."""
+    B, T, d = x.shape
+    q, k, v = (x @ wa + ba).split(d, dim=-1)
+    q, k, v = (t.view(B, T, n_head, -1).transpose(1, 2).float() for t in (q, k, v))
+    w = q @ k.transpose(-2, -1) / math.sqrt(d // n_head)
+    b = torch.ones(T, T).tril()
+    w = w * b - 1e10 * (1 - b)
+    y = (torch.softmax(w, -1) @ v).transpose(1, 2).reshape(B, T, d).to(x.dtype)
+    return y @ wp + bp
+
+
+def _sdpa(x, wa, ba, wp, bp, n_head):
+    B, T, d = x.shape
+    q, k, v = (t.view(B, T, n_head, -1).transpose(1, 2) for t in (x @ wa + ba).split(d, dim=-1))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y.transpose(1, 2).reshape(B, T, d) @ wp + bp
+
+
+def _gpt2ln_module(x, wa, ba, wp, bp, n_head):
+    d = x.shape[-1]
+    attn = gpt2ln.CausalSelfAttention(GPT2Config(n_embd=d, n_head=n_head, n_layer=1)).to(x.dtype)
+    with torch.no_grad():
+        attn.c_attn.weight.copy_(wa.T)
+        attn.c_attn.bias.copy_(ba)
+        attn.c_proj.weight.copy_(wp.T)
+        attn.c_proj.bias.copy_(bp)
+        return attn(x)[0]
+
+
+def _numpy(x, wa, ba, wp, bp, n_head):
+    x, wa, ba, wp, bp = (t.numpy() for t in (x, wa, ba, wp, bp))
+    B, T, d = x.shape
+    D = d // n_head
+    q, k, v = np.split(x @ wa + ba, 3, axis=-1)
+    q, k, v = (t.reshape(B, T, n_head, D).transpose(0, 2, 1, 3) for t in (q, k, v))
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
+    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p = p / p.sum(-1, keepdims=True)
+    return (p @ v).transpose(0, 2, 1, 3).reshape(B, T, d) @ wp + bp
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [_official_mask, _sdpa, _gpt2ln_module, _numpy],
+    ids=["official-1e10-mask-float32", "sdpa", "gpt2ln-module", "numpy"],
+)
+def test_other_right_attentions_pass(fn, capsys):
+    check_causal_attention(fn)
+    assert "✓" in capsys.readouterr().out
+
+
+ATTN_MISTAKES = {
+    # name: (wrong implementation, words the message must contain)
+    "no_scale": (lambda *a: _attn(*a, scale="none"), "forgot the 1/sqrt(D) scale"),
+    "scale_by_d": (lambda *a: _attn(*a, scale="d"), "scaled by 1/sqrt(d)"),
+    "no_mask": (lambda *a: _attn(*a, mask="none"), "no causal mask"),
+    "mask_after_softmax": (lambda *a: _attn(*a, mask="after"), "mask applied after softmax"),
+    "split_without_transpose": (
+        lambda *a: _attn(*a, split="reshape", merge="reshape"),
+        "wrong head split",
+    ),
+    "split_only_without_transpose": (lambda *a: _attn(*a, split="reshape"), "wrong head split"),
+    "merge_without_transpose": (lambda *a: _attn(*a, merge="reshape"), "wrong head merge"),
+    "linear_layout": (lambda *a: _attn(*a, linear=True), "nn.Linear layout (transposed weights)"),
+    "linear_layout_c_proj_only": (
+        lambda x, wa, ba, wp, bp, h: _attn(x, wa, ba, wp.T, bp, h),
+        "nn.Linear layout (transposed weights)",
+    ),
+    "softmax_wrong_axis": (lambda *a: _attn(*a, dim=-2), "softmax over the wrong axis"),
+    "qkv_order": (lambda *a: _attn(*a, order="kqv"), "wrong order"),
+    "no_c_proj_bias": (
+        lambda x, wa, ba, wp, bp, h: _attn(x, wa, ba, wp, 0 * bp, h),
+        "forgot the bias c_proj_b",
+    ),
+    "returns_none": (lambda *a: None, "missing `return`"),
+    "in_place": (
+        lambda x, wa, ba, wp, bp, h: right_attention(x.mul_(1.0).add_(1.0) - 1.0, wa, ba, wp, bp, h),
+        "in place",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTN_MISTAKES))
+def test_each_attention_mistake_fails_naming_it(name):
+    fn, words = ATTN_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_causal_attention") as info:
+        check_causal_attention(fn)
+    assert words in str(info.value), str(info.value)
+
+
+def test_ignoring_n_head_gets_the_generic_message():
+    with pytest.raises(AssertionError, match="no single classic mistake"):
+        check_causal_attention(lambda x, wa, ba, wp, bp, n_head: right_attention(x, wa, ba, wp, bp, 2))
+
+
+def test_unimplemented_attention_says_not_implemented_yet():
+    def my_causal_attention(x, c_attn_w, c_attn_b, c_proj_w, c_proj_b, n_head):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_causal_attention(my_causal_attention)
+
+
+def test_crashing_attention_reports_the_exception():
+    with pytest.raises(AssertionError, match="raised ZeroDivisionError"):
+        check_causal_attention(lambda *a: 1 / 0)
+
+
+# ------------------------------------------------------------------------------------ check_gelu
+K = math.sqrt(2 / math.pi)
+
+
+def _np_gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def right_gelu(x):
+    return 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x**3)))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        right_gelu,
+        lambda x: F.gelu(x, approximate="tanh"),
+        gpt2ln.gelu,
+        lambda x: (
+            0.5 * x.numpy() * (1 + np.tanh(np.sqrt(2 / np.pi) * (x.numpy() + 0.044715 * x.numpy() ** 3)))
+        ),
+    ],
+    ids=["formula", "F.gelu-tanh", "gpt2ln.gelu", "numpy"],
+)
+def test_right_gelu_passes(fn, capsys):
+    check_gelu(fn)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_gelu")
+
+
+def _exp_tanh(z):
+    e = torch.exp(2 * z)
+    return (e - 1) / (e + 1)
+
+
+GELU_MISTAKES = {
+    "exact_erf": (lambda x: F.gelu(x), "exact erf GELU"),
+    "no_cubic": (lambda x: 0.5 * x * (1 + torch.tanh(K * x)), "missing x³ term"),
+    "wrong_constant": (
+        lambda x: 0.5 * x * (1 + torch.tanh(K * (x + 0.04715 * x**3))),
+        "wrong constant 0.044715",
+    ),
+    "squared": (lambda x: 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x**2))), "x² instead of x³"),
+    "no_half": (lambda x: x * (1 + torch.tanh(K * (x + 0.044715 * x**3))), "missing 0.5 factor"),
+    "no_x": (lambda x: 0.5 * (1 + torch.tanh(K * (x + 0.044715 * x**3))), "forgot to multiply by x"),
+    "wrong_sqrt": (
+        lambda x: 0.5 * x * (1 + torch.tanh((2 / math.pi) * (x + 0.044715 * x**3))),
+        "wrong constant sqrt(2/pi)",
+    ),
+    "quick_gelu": (lambda x: x * torch.sigmoid(1.702 * x), "sigmoid approximation"),
+    "relu": (torch.relu, "ReLU"),
+    "exp_tanh_overflows": (
+        lambda x: 0.5 * x * (1 + _exp_tanh(K * (x + 0.044715 * x**3))),
+        "NaN or inf",
+    ),
+    "rounded_literal": (
+        lambda x: 0.5 * x * (1 + torch.tanh(0.7979 * (x + 0.044715 * x**3))),
+        "close but not exact",
+    ),
+    "returns_none": (lambda x: None, "missing `return`"),
+    "in_place": (lambda x: right_gelu(x.mul_(1.0).add_(1.0) - 1.0), "in place"),
+}
+
+
+@pytest.mark.parametrize("name", list(GELU_MISTAKES))
+def test_each_gelu_mistake_fails_naming_it(name):
+    fn, words = GELU_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_gelu") as info:
+        check_gelu(fn)
+    assert words in str(info.value), str(info.value)
+
+
+def test_unimplemented_gelu_says_not_implemented_yet():
+    def my_gelu(x):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_gelu(my_gelu)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check_causal_attention(right_attention)
+    check_gelu(right_gelu)
+    assert torch.equal(torch.rand(3), expected)
