@@ -7,6 +7,7 @@ from .attention import CausalSelfAttention, causal_mask
 from .backward import LayerNormFunction, layer_norm_backward, layer_norm_fn
 from .blocks import MLP, Block, gelu
 from .config import PRESETS, GPT2Config
+from .data import ByteTokenizer, get_batch, load_corpus, load_tokens
 from .device import get_device
 from .loading import hub_available, infer_config, load_pretrained, to_hf_state_dict
 from .model import GPT2
@@ -21,6 +22,7 @@ from .numerics import (
     variance_welford_parallel,
     welford_merge,
 )
+from .train import TrainConfig, estimate_loss, lr_at, train
 
 __version__ = "0.1.0"
 
@@ -29,25 +31,33 @@ __all__ = [
     "MLP",
     "PRESETS",
     "Block",
+    "ByteTokenizer",
     "CausalSelfAttention",
     "GPT2Config",
     "LayerNorm",
     "LayerNormFunction",
     "RMSNorm",
+    "TrainConfig",
     "causal_mask",
     "copy_bandwidth",
+    "estimate_loss",
     "gelu",
+    "get_batch",
     "get_device",
     "hub_available",
     "infer_config",
     "layer_norm",
     "layer_norm_backward",
     "layer_norm_fn",
+    "load_corpus",
     "load_pretrained",
+    "load_tokens",
+    "lr_at",
     "rms_norm",
     "time_fn",
     "time_interleaved",
     "to_hf_state_dict",
+    "train",
     "variance_one_pass",
     "variance_two_pass",
     "variance_welford",

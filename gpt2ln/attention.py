@@ -36,6 +36,11 @@ class CausalSelfAttention(nn.Module):
     ``c_attn``: ``[d] -> [3d]`` (queries, keys, values for all heads); ``c_proj``:
     ``[d] -> [d]``. Weights are ``nn.Linear`` (``[out, in]``); GPT-2's checkpoints store
     the transpose (``Conv1D``, ``[in, out]``), which the loader handles.
+
+    With ``track_max_score = True`` each forward also stores ``max_score``, the
+    largest |score| over the unmasked pre-softmax scores (a 0-d tensor, no grad),
+    at the cost of one extra ``q @ k^T``; ``gpt2ln.train`` uses it to log
+    attention-logit growth without keeping the full ``[B, H, T, T]`` scores.
     """
 
     def __init__(self, config: GPT2Config) -> None:
@@ -50,6 +55,8 @@ class CausalSelfAttention(nn.Module):
             self.k_norm = make_norm(config, self.head_dim)
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.track_max_score = False
+        self.max_score: torch.Tensor | None = None
 
     def forward(
         self,
@@ -73,6 +80,8 @@ class CausalSelfAttention(nn.Module):
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
         t_k = k.shape[2]
+        if self.track_max_score:
+            self.max_score = self.max_abs_score(q, k)
         p_drop = self.dropout if self.training else 0.0
         if cache is None:
             if past is None:
@@ -89,3 +98,10 @@ class CausalSelfAttention(nn.Module):
             y = F.dropout(pattern, p_drop) @ v
         y = y.transpose(1, 2).reshape(B, T, C)
         return self.resid_dropout(self.c_proj(y)), (k, v)
+
+    @torch.no_grad()
+    def max_abs_score(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """q ``[B, H, T, D]``, k ``[B, H, T_k, D]`` -> max |q.k / sqrt(D)| over the causal entries (0-d)."""
+        scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(self.head_dim))  # [B, H, T, T_k]
+        future = ~causal_mask(q.shape[2], k.shape[2], q.device)
+        return scores.masked_fill_(future, 0.0).abs_().amax()  # in place: one [B, H, T, T_k] buffer

