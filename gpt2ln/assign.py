@@ -97,6 +97,9 @@ def make_student_notebook(
             cell.source, n = _strip_region(cell.source, MARKDOWN_STUB, where)
         else:
             n = 0
+        if n and "hide-input" in cell.metadata.get("tags", []):
+            # the book hides solutions behind a toggle; a student's stub stays visible
+            cell.metadata["tags"] = [t for t in cell.metadata["tags"] if t != "hide-input"]
         total += n
     return student, total
 

@@ -286,3 +286,11 @@ def test_student_notebook_runs_until_the_first_exercise_check(name, tmp_path):
     assert err.ename == "NotImplementedError" or (
         err.ename == "AssertionError" and "not implemented yet" in err.evalue
     ), (err.ename, err.evalue)
+
+
+def test_student_version_shows_the_stub_the_book_hid():
+    nb = _notebook()
+    nb.cells[3].metadata["tags"] = ["keep-me", "hide-input"]
+    student, _ = make_student_notebook(nb, "ch.ipynb")
+    assert student.cells[3].metadata["tags"] == ["keep-me"]
+    assert nb.cells[3].metadata["tags"] == ["keep-me", "hide-input"]  # the input is not changed

@@ -44,3 +44,13 @@ def test_colab_setup_cell_installs_from_the_configured_repository(path):
     nb = nbformat.read(path, as_version=4)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
     assert f'REPO = "{url}"' in first_code.source, f"{path.name}: setup cell should install from {url}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_solution_cells_are_hidden_behind_a_toggle_in_the_book(path):
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+            assert "hide-input" in cell.metadata.get("tags", []), (
+                f"{path.name} cell {i} holds a solution: tag it hide-input so the book hides it"
+            )
