@@ -22,4 +22,22 @@ fi
 echo "setup: installing requirements.txt and the gpt2ln package (editable)"
 pip_install -r requirements.txt
 pip_install --no-deps -e .
+
+# The browser tests (tests/browser) drive a system Chromium through Playwright (never
+# `playwright install`): install Debian's where we can, as CI does.
+have_browser() {
+  [ -n "${CHROMIUM:-}" ] && [ -x "$CHROMIUM" ] && return 0
+  command -v chromium || command -v chromium-browser || command -v google-chrome
+} >/dev/null 2>&1
+if ! have_browser; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || { sudo -n true 2>/dev/null && sudo="sudo -n"; }
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+    echo "setup: installing Debian's chromium for the browser tests"
+    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null \
+      || echo "setup: could not install chromium: the browser tests will skip (in CI they fail)"
+  else
+    echo "setup: no Chromium: the browser tests will skip; to run them, apt-get install chromium as root or set CHROMIUM=/path/to/chromium"
+  fi
+fi
 .venv/bin/python -c "import torch, gpt2ln; print(f'setup: done (torch {torch.__version__}, gpt2ln {gpt2ln.__version__})')"
