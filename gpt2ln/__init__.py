@@ -22,6 +22,7 @@ from .numerics import (
     variance_welford_parallel,
     welford_merge,
 )
+from .tiny import load_tiny
 from .train import TrainConfig, estimate_loss, lr_at, train
 
 __version__ = "0.1.0"
@@ -51,6 +52,7 @@ __all__ = [
     "layer_norm_fn",
     "load_corpus",
     "load_pretrained",
+    "load_tiny",
     "load_tokens",
     "lr_at",
     "rms_norm",

@@ -1,0 +1,421 @@
+"""Checks for chapter 7 (pre-norm versus post-norm).
+
+``check_post_norm_block(fn)`` runs the learner's ``fn(x, attn, mlp, ln_1, ln_2) -> y``,
+the post-norm (original Transformer / GPT-1) block written from its four sub-layers,
+against ``gpt2ln.Block`` with ``norm_position="post"`` on the same weights, and names
+the classic mistake a wrong output matches (pre-norm, no residual, normalizing only
+the sub-layer's output as OLMo-2 and Peri-LN do, ...). ``check_lr_schedule(fn)``
+checks ``fn(step, steps, lr, warmup, min_lr)``, linear warm-up then cosine decay,
+against ``gpt2ln.train.lr_at``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..blocks import Block
+from ..config import GPT2Config
+from ..train import TrainConfig, lr_at
+from ._core import as_tensor, call, close, fail, passed
+
+__all__ = ["check_lr_schedule", "check_post_norm_block"]
+
+SubLayer = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class _Mistake:
+    label: str  # names the mistake (tests and learners look for these words)
+    fix: str
+    fn: Callable[..., Any]
+
+
+def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
+    if a.shape != ref.shape or not torch.isfinite(a).all():
+        return math.inf
+    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
+
+
+# ------------------------------------------------------------------------------- post-norm block
+_POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
+
+
+def _post(x, attn, mlp, ln_1, ln_2):
+    h = ln_1(x + attn(x))
+    return ln_2(h + mlp(h))
+
+
+def _block_mistakes() -> list[_Mistake]:
+    def pre(x, attn, mlp, ln_1, ln_2):
+        h = x + attn(ln_1(x))
+        return h + mlp(ln_2(h))
+
+    def no_residual(x, attn, mlp, ln_1, ln_2):
+        h = ln_1(attn(x))
+        return ln_2(mlp(h))
+
+    def output_norm(x, attn, mlp, ln_1, ln_2):
+        h = x + ln_1(attn(x))
+        return h + ln_2(mlp(h))
+
+    def swapped(x, attn, mlp, ln_1, ln_2):
+        return _post(x, attn, mlp, ln_2, ln_1)
+
+    def mlp_reads_x(x, attn, mlp, ln_1, ln_2):
+        h = ln_1(x + attn(x))
+        return ln_2(h + mlp(x))
+
+    def residual_from_x(x, attn, mlp, ln_1, ln_2):
+        h = ln_1(x + attn(x))
+        return ln_2(x + mlp(h))
+
+    def parallel(x, attn, mlp, ln_1, ln_2):
+        return ln_2(x + attn(x) + mlp(x))
+
+    def half(x, attn, mlp, ln_1, ln_2):
+        return ln_1(x + attn(x))
+
+    def no_second_norm(x, attn, mlp, ln_1, ln_2):
+        h = ln_1(x + attn(x))
+        return h + mlp(h)
+
+    fix = f"post-norm normalizes the sum, after the residual addition: {_POST_FORMULA}"
+    return [
+        _Mistake(
+            "normalized before adding: x + attn(ln_1(x)) is pre-norm (GPT-2's block), not post-norm",
+            fix,
+            pre,
+        ),
+        _Mistake(
+            "forgot the residual: ln_1(attn(x)) drops the x + ... of each sub-layer",
+            "add the sub-layer's input back before the norm: ln_1(x + attn(x))",
+            no_residual,
+        ),
+        _Mistake(
+            "applied ln to the sub-layer output only: x + ln_1(attn(x)) is the output norm of "
+            "OLMo-2 (and half of Peri-LN), not post-norm",
+            fix,
+            output_norm,
+        ),
+        _Mistake(
+            "swapped ln_1 and ln_2: ln_1 belongs to the attention half, ln_2 to the MLP half",
+            fix,
+            swapped,
+        ),
+        _Mistake(
+            "the MLP reads the block input x instead of h = ln_1(x + attn(x))",
+            "the second half works on the first half's output: ln_2(h + mlp(h))",
+            mlp_reads_x,
+        ),
+        _Mistake(
+            "the second residual adds the block input x instead of h: ln_2(x + mlp(h))",
+            "the residual of the MLP half is its own input h: ln_2(h + mlp(h))",
+            residual_from_x,
+        ),
+        _Mistake(
+            "parallel block: attention and MLP both read x and one norm follows their sum",
+            f"the two halves run one after the other: {_POST_FORMULA}",
+            parallel,
+        ),
+        _Mistake(
+            "forgot the MLP half: returned h = ln_1(x + attn(x))",
+            f"finish with y = ln_2(h + mlp(h)); the block is {_POST_FORMULA}",
+            half,
+        ),
+        _Mistake(
+            "forgot the second norm: h + mlp(h) without ln_2",
+            "each sub-layer's sum is normalized: y = ln_2(h + mlp(h))",
+            no_second_norm,
+        ),
+    ]
+
+
+@dataclass
+class _BlockCase:
+    what: str
+    x: torch.Tensor  # [B, T, d]
+    block: Block
+    tol: float
+
+    def sublayers(self) -> tuple[SubLayer, SubLayer, SubLayer, SubLayer]:
+        """attn, mlp, ln_1, ln_2 as plain functions ``[B, T, d] -> [B, T, d]``."""
+        b = self.block
+
+        def attn(x: torch.Tensor) -> torch.Tensor:
+            return b.attn(x)[0]
+
+        return attn, b.mlp, b.ln_1, b.ln_2
+
+
+def _block_cases() -> list[_BlockCase]:
+    gen = torch.Generator().manual_seed(7)
+
+    def case(what: str, B: int, T: int, d: int, H: int, dtype: torch.dtype, tol: float) -> _BlockCase:
+        with torch.random.fork_rng(devices=[]):  # nn.Linear's default init draws from the global RNG
+            block = Block(GPT2Config(n_embd=d, n_head=H, n_layer=1, n_ctx=T, norm_position="post"))
+        with torch.no_grad():
+            for name, p in block.named_parameters():
+                if name.endswith("weight") and p.ndim == 2:  # sub-layers as large as x itself
+                    p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+                elif name.startswith("ln_") and name.endswith("weight"):  # ln_1 and ln_2 told apart
+                    p.copy_(1.0 + 0.5 * torch.randn(p.shape, generator=gen))
+                else:
+                    p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+        x = 1.5 * torch.randn(B, T, d, generator=gen) + 0.5
+        return _BlockCase(what, x.to(dtype), block.to(dtype).eval(), tol)
+
+    return [
+        case("x of shape [2, 5, 16] (B, T, d), 2 heads, float64", 2, 5, 16, 2, torch.float64, 1e-9),
+        case("x of shape [1, 7, 24], 3 heads, float32", 1, 7, 24, 3, torch.float32, 1e-4),
+    ]
+
+
+def check_post_norm_block(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x, attn, mlp, ln_1, ln_2)`` is the post-norm block.
+
+    x: ``[B, T, d]``; ``attn``, ``mlp``, ``ln_1``, ``ln_2``: functions
+    ``[B, T, d] -> [B, T, d]`` (the sub-layers of a ``gpt2ln.Block`` with random
+    weights, norm gains and biases); returns ``[B, T, d]``, which must equal
+    ``ln_2(h + mlp(h))`` with ``h = ln_1(x + attn(x))``, i.e. ``Block`` with
+    ``norm_position="post"``. Two inputs (float64, float32). A wrong output names
+    the mistake it matches: pre-norm, no residual, norm on the sub-layer output only
+    (OLMo-2 / Peri-LN style), norms swapped, the MLP reading x, a parallel block, a
+    missing half or norm.
+    """
+    check = "check_post_norm_block"
+    mistakes = _block_mistakes()
+    for case in _block_cases():
+        attn, mlp, ln_1, ln_2 = case.sublayers()
+        x = case.x.clone()
+        with torch.no_grad():
+            out = call(check, fn, x, attn, mlp, ln_1, ln_2)
+            truth = case.block(case.x)[0]
+        if not torch.equal(x, case.x):
+            fail(
+                check,
+                f"your function changed its input `x` in place, on {case.what}",
+                "an in-place operation such as `x += attn(x)`: write `x = x + attn(x)` (a new tensor)",
+            )
+        shape = tuple(getattr(out, "shape", ()))
+        if hasattr(out, "shape") and shape != tuple(truth.shape):
+            fail(
+                check,
+                f"on {case.what}, your output has shape {shape}, expected {tuple(truth.shape)}",
+                "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
+            )
+        y = as_tensor(check, out, truth).detach()
+        if close(y.double(), truth.double(), case.tol):
+            continue
+        best, best_d = None, math.inf
+        for m in mistakes:
+            with torch.no_grad():
+                ref = m.fn(case.x, attn, mlp, ln_1, ln_2)
+            d = _dist(y.double(), ref.double())
+            if d < best_d:
+                best, best_d = m, d
+        err = float((y.double() - truth.double()).abs().max())
+        if best is not None and best_d <= 10 * case.tol:
+            fail(
+                check,
+                f"on {case.what}, your output differs from the post-norm block by up to {err:.3g}",
+                f"{best.label}. Fix: {best.fix}",
+            )
+        fail(
+            check,
+            f"on {case.what}, your output differs from the post-norm block by up to {err:.3g}",
+            f"no single classic mistake explains it; compare with {_POST_FORMULA}",
+        )
+    passed(check, f"matches gpt2ln.Block(norm_position='post'), {_POST_FORMULA}, on 2 inputs")
+
+
+# ------------------------------------------------------------------------------ lr schedule
+_LR_FORMULA = (
+    "lr * step / warmup for step < warmup; then min_lr + 0.5 * (lr - min_lr) * "
+    "(1 + cos(pi * (step - warmup) / (steps - warmup))); min_lr from step == steps on"
+)
+
+
+def _schedule(
+    step: int,
+    steps: int,
+    lr: float,
+    warmup: int,
+    min_lr: float,
+    *,
+    warm: str = "right",
+    floor: str = "min_lr",
+    progress: str = "right",
+    clamp: bool = True,
+    half: float = 0.5,
+    decay: str = "cosine",
+) -> float:
+    """``lr_at``'s schedule, or one classic mistake."""
+    low = min_lr if floor == "min_lr" else 0.0
+    if step < warmup:
+        num, den = {
+            "right": (step, warmup),
+            "plus_one": (step + 1, warmup),
+            "nanogpt": (step + 1, warmup + 1),
+        }["right" if warm == "from_min" else warm]
+        if warm == "from_min":
+            return min_lr + (lr - min_lr) * num / den
+        return lr * num / den
+    if step >= steps and clamp:
+        return low
+    start, span = {
+        "right": (warmup, steps - warmup),
+        "over_steps": (warmup, steps),
+        "from_zero": (0, steps),
+    }[progress]
+    p = (step - start) / span
+    if decay == "linear":
+        return lr - (lr - low) * p
+    return low + half * (lr - low) * (1.0 + math.cos(math.pi * p))
+
+
+def _lr_mistakes() -> list[_Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> _Mistake:
+        return _Mistake(label, fix, lambda *a: _schedule(*a, **kw))
+
+    warm_fix = "warm up as lr * step / warmup: step 0 has lr 0, the peak lr comes at step == warmup"
+    cos_fix = "progress = (step - warmup) / (steps - warmup) runs from 0 at the end of warm-up to 1 at steps"
+    return [
+        m(
+            "off-by-one in warm-up: lr * (step + 1) / warmup reaches the peak one step early",
+            warm_fix,
+            warm="plus_one",
+        ),
+        m(
+            "off-by-one in warm-up: lr * (step + 1) / (warmup + 1) is nanoGPT's convention, not lr_at's",
+            warm_fix,
+            warm="nanogpt",
+        ),
+        m("warm-up starts from min_lr instead of 0", warm_fix, warm="from_min"),
+        m(
+            "cosine not reaching min: it decays to 0 instead of to min_lr",
+            "decay to the floor: min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress))",
+            floor="zero",
+        ),
+        m(
+            "cosine not reaching min at step == steps: progress = (step - warmup) / steps",
+            cos_fix,
+            progress="over_steps",
+        ),
+        m(
+            "cosine counted from step 0, not from the end of warm-up: progress = step / steps",
+            cos_fix,
+            progress="from_zero",
+        ),
+        m(
+            "no clamp after steps: past `steps` the cosine climbs back up",
+            "return min_lr for step >= steps",
+            clamp=False,
+        ),
+        m(
+            "missing the 0.5 factor: (lr - min_lr) * (1 + cos(...)) starts at 2 lr - min_lr",
+            "min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress))",
+            half=1.0,
+        ),
+        m(
+            "linear decay instead of cosine",
+            "use 0.5 * (1 + cos(pi * progress)), not 1 - progress",
+            decay="linear",
+        ),
+    ]
+
+
+@dataclass
+class _LrCase:
+    steps: int
+    lr: float
+    warmup: int
+    min_lr: float
+
+    @property
+    def what(self) -> str:
+        return f"steps={self.steps}, lr={self.lr:g}, warmup={self.warmup}, min_lr={self.min_lr:g}"
+
+    def step_range(self) -> range:
+        return range(self.steps + 6)  # five steps past the end too
+
+    def truth(self) -> list[float]:
+        ratio = self.min_lr / self.lr
+        cfg = TrainConfig(steps=self.steps, lr=self.lr, warmup_steps=self.warmup, min_lr_ratio=ratio)
+        return [lr_at(s, cfg) for s in self.step_range()]
+
+    def agrees(self, got: float, want: float) -> bool:
+        return abs(got - want) <= 1e-6 * self.lr  # float32 is fine; NaN never agrees
+
+
+_LR_CASES = [
+    _LrCase(steps=100, lr=1e-3, warmup=10, min_lr=5e-5),
+    _LrCase(steps=40, lr=6e-4, warmup=0, min_lr=6e-5),
+    _LrCase(steps=30, lr=0.5, warmup=7, min_lr=0.0),
+]
+
+
+def _as_float(check: str, v: Any, step: int, what: str) -> float:
+    """The learner's value as a float (a Python or numpy number, or a one-element tensor)."""
+    try:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            raise TypeError
+        return float(v)
+    except (TypeError, ValueError):
+        fail(
+            check,
+            f"{what}, at step {step}: your function returned {type(v).__name__}, expected a number",
+            "a missing `return`?" if v is None else None,
+        )
+    return math.nan  # unreachable
+
+
+def check_lr_schedule(fn: Callable[..., Any]) -> None:
+    """Check ``fn(step, steps, lr, warmup, min_lr) -> float`` is ``gpt2ln.train.lr_at``.
+
+    Linear warm-up from 0 (``lr * step / warmup`` for ``step < warmup``; step 0 has
+    lr 0), cosine decay from ``lr`` at ``step == warmup`` to ``min_lr`` at
+    ``step == steps``, and ``min_lr`` after that; ``warmup = 0`` means no warm-up.
+    Three schedules, every step from 0 to ``steps + 5``. A wrong value names the
+    mistake it matches: off-by-one in warm-up, cosine not reaching min_lr (decaying to
+    0, or over the wrong span), no clamp after ``steps``, no warm-up handling (division
+    by zero for ``warmup = 0``), linear decay, a missing 0.5.
+    """
+    check = "check_lr_schedule"
+    no_warmup = (
+        "no warm-up handling: warmup = 0 means no warm-up at all; compute lr * step / warmup "
+        "only while step < warmup (never, when warmup = 0)"
+    )
+    mistakes = _lr_mistakes()
+    for case in _LR_CASES:
+        got = []
+        for step in case.step_range():
+            args = (step, case.steps, case.lr, case.warmup, case.min_lr)
+            try:
+                v = fn(*args)
+            except ZeroDivisionError as e:
+                if case.warmup == 0:
+                    fail(check, f"with {case.what}, at step {step}: ZeroDivisionError ({e})", no_warmup)
+                v = call(check, fn, *args)  # reports the exception in a sentence
+            except Exception:
+                v = call(check, fn, *args)  # "not implemented yet", or the exception in a sentence
+            got.append(_as_float(check, v, step, f"with {case.what}"))
+        truth = case.truth()
+        bad = [i for i, (g, t) in enumerate(zip(got, truth, strict=True)) if not case.agrees(g, t)]
+        if not bad:
+            continue
+        i = bad[0]
+        where = f"with {case.what}, at step {i}: got {got[i]:.6g}, expected {truth[i]:.6g}"
+        if case.warmup == 0 and not math.isfinite(got[i]):
+            fail(check, where, f"{no_warmup} (0 / 0 is NaN in numpy and torch)")
+        for m in mistakes:
+            vals = [m.fn(s, case.steps, case.lr, case.warmup, case.min_lr) for s in case.step_range()]
+            if all(case.agrees(g, v) for g, v in zip(got, vals, strict=True)):
+                fail(check, where, f"{m.label}. Fix: {m.fix}")
+        fail(check, where, f"no single classic mistake explains it; compare with {_LR_FORMULA}")
+    passed(check, f"matches gpt2ln.lr_at on 3 schedules, with and without warm-up: {_LR_FORMULA}")

@@ -1,0 +1,567 @@
+"""Checks for chapter 8 (QK-norm and attention-logit growth).
+
+``check_qk_norm_scores(fn)`` runs the learner's ``fn(q, k, g_q, g_k, eps=1e-6)``, the
+pre-softmax scores of QK-norm with RMSNorm, on inputs where each classic mistake gives
+a different answer, and names the one it matches. ``check_lr_sensitivity(fn)`` checks
+``fn(lrs, losses, loss_init) -> float``, the learning-rate sensitivity of Wortsman et
+al. (2023), on sweeps with and without diverged runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._core import as_tensor, call, close, fail, passed
+
+__all__ = ["check_lr_sensitivity", "check_qk_norm_scores"]
+
+
+@dataclass
+class _Mistake:
+    label: str  # names the mistake (tests and learners look for these words)
+    fix: str
+    fn: Callable[..., Any]
+
+
+def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
+    if a.shape != ref.shape or not torch.isfinite(a).all() or not torch.isfinite(ref).all():
+        return math.inf
+    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
+
+
+def _nearest(
+    mistakes: list[_Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
+) -> _Mistake | None:
+    """The mistake whose output (on args) is nearest y, if it explains y; else None."""
+    best, best_d = None, math.inf
+    for m in mistakes:
+        try:
+            with torch.no_grad():
+                ref = torch.as_tensor(m.fn(*args), dtype=torch.float64)
+        except (RuntimeError, ValueError):  # this mistake cannot even run on this input
+            continue
+        if _dist(ref, truth) <= tol:  # not distinguishable on this input
+            continue
+        d = _dist(y, ref)
+        if d < best_d:
+            best, best_d = m, d
+    if best is not None and best_d <= max(tol, 0.02 * _dist(y, truth)):
+        return best
+    return None
+
+
+# ---------------------------------------------------------------------------- QK-norm scores
+_QK_FORMULA = (
+    "q_hat = q / sqrt(mean(q^2 over D) + eps) * g_q; k_hat likewise with g_k; "
+    "scores = q_hat @ k_hat^T / sqrt(D)"
+)
+
+
+def _rms(t: torch.Tensor, eps: float | None, dim: int | tuple[int, ...] = -1, where: str = "inside"):
+    """t divided by its RMS over dim (eps inside or outside the root, or no eps)."""
+    ms = t.pow(2).mean(dim=dim, keepdim=True)
+    if eps is None:
+        return t / ms.sqrt()
+    if where == "outside":
+        return t / (ms.sqrt() + eps)
+    return t / torch.sqrt(ms + eps)
+
+
+def _qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    g_q: torch.Tensor,
+    g_k: torch.Tensor,
+    eps: float,
+    *,
+    dim: int | tuple[int, ...] = -1,
+    norm: str = "rms",
+    eps_where: str = "inside",
+    gain: str = "after",
+    scale: str = "sqrt",
+    which: str = "both",
+    after_dot: bool = False,
+    transpose: bool = False,
+) -> torch.Tensor:
+    """QK-norm scores with RMSNorm, or one classic mistake. q ``[B, H, Tq, D]``, k ``[B, H, Tk, D]``."""
+    D = q.shape[-1]
+
+    def normalize(t: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        if gain == "before":
+            t = t * g
+        if norm == "rms":
+            u = _rms(t, None if eps_where == "none" else eps, dim, eps_where)
+        elif norm == "layernorm":
+            u = _rms(t - t.mean(dim=dim, keepdim=True), eps, dim)
+        elif norm == "std":  # divided by torch.std (Bessel), not centred
+            u = t / torch.sqrt(t.var(dim=dim, keepdim=True) + eps)
+        else:  # "l2": unit length
+            u = t / torch.sqrt(t.pow(2).sum(dim=dim, keepdim=True) + eps)
+        return u * g if gain == "after" else u
+
+    if after_dot:  # raw scores, then each row normalized over the keys
+        s = q @ k.transpose(-2, -1) / math.sqrt(D)
+        return _rms(s, eps)
+    q_hat = normalize(q, g_q) if which in ("both", "q") else q
+    k_hat = normalize(k, g_k) if which in ("both", "k") else k
+    if which == "same_gain_q":
+        q_hat, k_hat = normalize(q, g_q), normalize(k, g_q)
+    elif which == "same_gain_k":
+        q_hat, k_hat = normalize(q, g_k), normalize(k, g_k)
+    s = k_hat @ q_hat.transpose(-2, -1) if transpose else q_hat @ k_hat.transpose(-2, -1)
+    factor = {"sqrt": 1 / math.sqrt(D), "none": 1.0, "D": 1 / D}[scale]
+    return s * factor
+
+
+def _qk_mistakes(default_eps: float) -> list[_Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> _Mistake:
+        return _Mistake(label, fix, lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, eps, **kw))
+
+    axis_fix = "normalize over the last axis, D: t.pow(2).mean(dim=-1, keepdim=True)"
+    return [
+        m(
+            "normalized over the wrong axis: the positions (dim -2, T) instead of the head dimension D",
+            axis_fix,
+            dim=-2,
+        ),
+        m(
+            "normalized over the wrong axis: the heads (dim 1, H) instead of the head dimension D",
+            axis_fix,
+            dim=1,
+        ),
+        m(
+            "normalized over the wrong axis: a whole head's [T, D] block at once instead of each "
+            "vector over D",
+            axis_fix,
+            dim=(-2, -1),
+        ),
+        m(
+            "forgot the 1/sqrt(D) scale: QK-norm keeps it, scores = q_hat @ k_hat^T / sqrt(D)",
+            "divide q_hat @ k_hat^T by sqrt(D), D = q.shape[-1]",
+            scale="none",
+        ),
+        m(
+            "scaled by 1/D instead of 1/sqrt(D)",
+            "divide by math.sqrt(D)",
+            scale="D",
+        ),
+        m(
+            "normalized after the dot product: the scores were normalized instead of q and k",
+            "normalize each query and each key vector first, then take the dot products",
+            after_dot=True,
+        ),
+        m(
+            "unit-length (L2) normalization instead of RMS: F.normalize makes |q_hat| = 1, not sqrt(D), "
+            "so the scores are D times too small",
+            "divide by the root MEAN square, sqrt(mean(q^2) + eps), not by the norm sqrt(sum(q^2))",
+            norm="l2",
+        ),
+        m(
+            "shared the gain across q and k: used g_q for both",
+            "q_hat uses g_q, k_hat uses g_k",
+            which="same_gain_q",
+        ),
+        m(
+            "shared the gain across q and k: used g_k for both",
+            "q_hat uses g_q, k_hat uses g_k",
+            which="same_gain_k",
+        ),
+        m(
+            "normalized q only, not k",
+            "normalize the keys too: k_hat = k / sqrt(mean(k^2) + eps) * g_k",
+            which="q",
+        ),
+        m(
+            "normalized k only, not q",
+            "normalize the queries too: q_hat = q / sqrt(mean(q^2) + eps) * g_q",
+            which="k",
+        ),
+        m(
+            "gain applied before the norm: rms_norm(g * q) instead of g * rms_norm(q)",
+            "normalize first, then multiply by the gain",
+            gain="before",
+        ),
+        m(
+            "forgot the gains g_q and g_k",
+            "multiply the normalized q by g_q and the normalized k by g_k",
+            gain="none",
+        ),
+        m(
+            "subtracted the mean (LayerNorm) instead of RMSNorm",
+            "RMSNorm does not centre: q / sqrt(mean(q^2) + eps) * g_q",
+            norm="layernorm",
+        ),
+        m(
+            "divided by the standard deviation (torch.std) instead of the RMS",
+            "the RMS is sqrt(mean(q^2) + eps): no centring, no Bessel correction",
+            norm="std",
+        ),
+        m(
+            "forgot eps: q / sqrt(mean(q^2)) with no eps",
+            "q / sqrt(mean(q^2) + eps), eps inside the square root",
+            eps_where="none",
+        ),
+        m(
+            "eps outside the square root: q / (sqrt(mean(q^2)) + eps)",
+            "put eps inside: q / sqrt(mean(q^2) + eps)",
+            eps_where="outside",
+        ),
+        m(
+            "returned the scores transposed: keys x queries (k_hat @ q_hat^T)",
+            "rows are queries, columns keys: q_hat @ k_hat.transpose(-2, -1)",
+            transpose=True,
+        ),
+        _Mistake(
+            f"ignored the eps argument (used eps={default_eps:g} whatever eps is)",
+            "use the eps passed in",
+            lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, default_eps),
+        ),
+    ]
+
+
+@dataclass
+class _QKCase:
+    what: str
+    q: torch.Tensor
+    k: torch.Tensor
+    g_q: torch.Tensor
+    g_k: torch.Tensor
+    eps: float | None  # None: not passed, the default applies
+    tol: float
+
+
+_QK_DEFAULT_EPS = 1e-6
+
+
+def _qk_cases() -> list[_QKCase]:
+    gen = torch.Generator().manual_seed(8)
+
+    def r(*shape: int, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
+        return mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    def gain(D: int) -> torch.Tensor:
+        return 1.0 + 0.5 * r(D)
+
+    f32 = torch.float32
+    q3, k3 = r(2, 2, 4, 8, std=1e-3), r(2, 2, 4, 8, std=1e-3)
+    q3[0, 1, 2] = 0.0  # a query vector of zeros: its scores must be 0, not NaN
+    return [
+        _QKCase(
+            "q, k of shape [2, 3, 5, 8] (B, H, T, D), entries N(0.5, 1), float64",
+            r(2, 3, 5, 8, mean=0.5),
+            r(2, 3, 5, 8, mean=0.5),
+            gain(8),
+            gain(8),
+            None,
+            1e-9,
+        ),
+        _QKCase(
+            "q [1, 2, 4, 16] and k [1, 2, 6, 16] (4 queries, 6 keys), float32",
+            r(1, 2, 4, 16, std=3.0).to(f32),
+            r(1, 2, 6, 16, std=0.2).to(f32),
+            gain(16).to(f32),
+            gain(16).to(f32),
+            None,
+            1e-5,
+        ),
+        _QKCase(
+            "tiny q, k (entries ~1e-3, so eps matters; one query vector all zeros), eps=1e-5, float64",
+            q3,
+            k3,
+            gain(8),
+            gain(8),
+            1e-5,
+            1e-9,
+        ),
+    ]
+
+
+def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
+    """Check ``fn(q, k, g_q, g_k, eps=1e-6)`` gives QK-norm's scores with RMSNorm.
+
+    q ``[B, H, Tq, D]``, k ``[B, H, Tk, D]``, g_q and g_k ``[D]``; returns the
+    unmasked pre-softmax scores ``[B, H, Tq, Tk]`` =
+    ``rms_norm(q) * g_q @ (rms_norm(k) * g_k)^T / sqrt(D)`` (eps inside the root).
+    Three inputs: float64 with a non-zero mean, float32 with 4 queries and 6 keys,
+    tiny vectors (one all zeros) with ``eps=1e-5`` passed by keyword. A wrong output
+    names the classic mistake it matches: wrong axis (T, heads, or the whole head),
+    no or wrong scale, normalized after the dot product, L2 instead of RMS, one gain
+    for both, q or k left unnormalized, gain before the norm, no gains, LayerNorm or
+    std instead of RMS, eps outside the root, forgot eps, ignored eps, transposed.
+    """
+    check = "check_qk_norm_scores"
+    mistakes = _qk_mistakes(_QK_DEFAULT_EPS)
+    for case in _qk_cases():
+        tensors = (case.q, case.k, case.g_q, case.g_k)
+        args = [t.clone() for t in tensors]
+        kwargs = {} if case.eps is None else {"eps": case.eps}
+        out = call(check, fn, *args, **kwargs)
+        for name, before, after in zip(("q", "k", "g_q", "g_k"), tensors, args, strict=True):
+            if not torch.equal(before, after):
+                fail(
+                    check,
+                    f"your function changed its input `{name}` in place, on {case.what}",
+                    "an in-place operation such as `q /= ...` or `q.mul_(...)`: compute new tensors instead",
+                )
+        eps = _QK_DEFAULT_EPS if case.eps is None else case.eps
+        d64 = tuple(t.double() for t in tensors)
+        truth = _qk(*d64, eps)
+        y = as_tensor(check, out, truth).detach().double()
+        if close(y, truth, case.tol) and torch.isfinite(y).all():
+            continue
+        if not torch.isfinite(y).all():
+            fail(
+                check,
+                f"on {case.what}, your output contains NaN or inf",
+                "forgot eps: a vector of zeros has RMS 0, and 0 / 0 = NaN. Fix: "
+                "q / sqrt(mean(q^2) + eps), eps inside the square root",
+            )
+        err = float((y - truth).abs().max())
+        mistake = _nearest(mistakes, (*d64, eps), y, truth, case.tol)
+        if mistake is not None:
+            fail(
+                check,
+                f"on {case.what}, your scores differ from the reference (max abs error {err:.3g})",
+                f"{mistake.label}. Fix: {mistake.fix}",
+            )
+        fail(
+            check,
+            f"on {case.what}, your scores differ from the reference by up to {err:.3g} (absolute)",
+            f"no single classic mistake explains it (maybe two at once); compare each step with: "
+            f"{_QK_FORMULA}",
+        )
+    passed(
+        check,
+        "matches QK-norm (RMSNorm) scores on 3 inputs (float32/float64, 4 queries x 6 keys, "
+        "tiny and zero vectors, eps=1e-5)",
+    )
+
+
+# ---------------------------------------------------------------------------- LR sensitivity
+_LRS_FORMULA = "capped = min(loss, loss_init) (loss_init if NaN/inf); mean(capped - min(capped))"
+
+
+def _capped(losses: Sequence[float], loss_init: float) -> list[float]:
+    return [loss_init if not math.isfinite(x) else min(x, loss_init) for x in losses]
+
+
+def _sens(lrs: Sequence[float], losses: Sequence[float], loss_init: float) -> float:
+    c = _capped(losses, loss_init)
+    best = min(c)
+    return sum(x - best for x in c) / len(c)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _lrs_mistakes() -> list[_Mistake]:
+    def no_min(lrs, losses, init):  # NaN/inf -> init, but no cap: a run that ended above init counts in full
+        c = [x if math.isfinite(x) else init for x in losses]
+        return _mean([x - min(c) for x in c])
+
+    def dropped(lrs, losses, init):
+        c = [min(x, init) for x in losses if math.isfinite(x)]
+        return _mean([x - min(c) for x in c]) if c else math.nan
+
+    def minus_mean(lrs, losses, init):
+        c = _capped(losses, init)
+        return _mean([x - _mean(c) for x in c])
+
+    def minus_init(lrs, losses, init):
+        return _mean([x - init for x in _capped(losses, init)])
+
+    def maximum(lrs, losses, init):
+        c = _capped(losses, init)
+        return max(x - min(c) for x in c)
+
+    def lr_weighted(lrs, losses, init):
+        c = _capped(losses, init)
+        return sum(w * (x - min(c)) for w, x in zip(lrs, c, strict=True)) / sum(lrs)
+
+    def best_of_raw(lrs, losses, init):  # the best over the uncapped, finite losses
+        finite = [x for x in losses if math.isfinite(x)]
+        best = min(finite) if finite else init
+        return _mean([x - best for x in _capped(losses, init)])
+
+    return [
+        _Mistake(
+            "forgot the min with loss_init: a run that ended above its initial loss counts in full",
+            "cap every loss at loss_init: min(loss, loss_init), and count NaN/inf as loss_init",
+            no_min,
+        ),
+        _Mistake(
+            "dropped the diverged runs: averaged over the finite losses only, so a sweep that diverges "
+            "at high learning rates looks less sensitive",
+            "keep every run in the mean; a diverged run (NaN or inf) counts as loss_init",
+            dropped,
+        ),
+        _Mistake(
+            "subtracted the mean instead of the best: the result is always 0",
+            "subtract the best (smallest) capped loss of the sweep",
+            minus_mean,
+        ),
+        _Mistake(
+            "subtracted loss_init instead of the best",
+            "subtract the best (smallest) capped loss of the sweep",
+            minus_init,
+        ),
+        _Mistake(
+            "used the max instead of the mean over the sweep",
+            "average min(loss, loss_init) - best over all the runs",
+            maximum,
+        ),
+        _Mistake(
+            "weighted the runs by their learning rate: the expectation is a plain mean over the runs "
+            "of the (log-spaced) sweep",
+            "sum(capped - best) / len(capped)",
+            lr_weighted,
+        ),
+        _Mistake(
+            "took the best over the raw losses, not the capped ones",
+            "best = min(capped losses), so it is at most loss_init",
+            best_of_raw,
+        ),
+    ]
+
+
+@dataclass
+class _LRSCase:
+    what: str
+    lrs: Any
+    losses: Any
+    loss_init: float
+
+
+def _lrs_cases() -> list[_LRSCase]:
+    import numpy as np
+
+    nan, inf = math.nan, math.inf
+    return [
+        _LRSCase(
+            "a sweep of 5 runs, none diverged (Python lists)",
+            [1e-3, 3e-3, 1e-2, 3e-2, 1e-1],
+            [2.86, 2.63, 2.66, 3.02, 3.23],
+            5.54,
+        ),
+        _LRSCase(
+            "a sweep of 7 runs with a NaN loss, an inf loss and a run that ended above loss_init "
+            "(NumPy arrays)",
+            np.array([3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]),
+            np.array([3.40, 2.91, 2.70, 2.75, 6.20, nan, inf]),
+            5.54,
+        ),
+        _LRSCase(
+            "a sweep of 4 runs whose two highest learning rates diverged (float64 tensors)",
+            torch.tensor([1e-3, 1e-2, 1e-1, 1.0], dtype=torch.float64),
+            torch.tensor([3.1, 2.8, nan, nan], dtype=torch.float64),
+            5.5,
+        ),
+        _LRSCase(
+            "a sweep of 3 runs that all diverged (a list of NaN and inf)",
+            [1e-2, 1e-1, 1.0],
+            [nan, inf, nan],
+            5.5,
+        ),
+    ]
+
+
+def _copy(x: Any) -> Any:
+    """A fresh copy of a list, NumPy array or tensor, so the learner cannot change the case."""
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    return list(x) if isinstance(x, list) else x.copy()
+
+
+def _as_float(check: str, out: Any, what: str) -> float:
+    """A Python float from out (a number or a 0-d/1-element tensor or array), else a teaching failure."""
+    if isinstance(out, bool) or out is None:
+        fail(check, f"on {what}, your function returned {out!r}, not a number", "a missing `return`?")
+    if isinstance(out, (int, float)):
+        return float(out)
+    try:
+        import numpy as np
+
+        if isinstance(out, np.ndarray | np.generic) and np.size(out) == 1:
+            return float(np.asarray(out).reshape(()))
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        return float(out.reshape(()))
+    fail(
+        check,
+        f"on {what}, your function returned {type(out).__name__}"
+        + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
+        + ", expected one number",
+        "reduce over the sweep to a single number (a mean), e.g. with float(...)",
+    )
+    return math.nan  # unreachable
+
+
+def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
+    """Check ``fn(lrs, losses, loss_init) -> float``, the LR sensitivity of Wortsman et al. (2023).
+
+    ``E_lr[min(loss(lr), loss_init) - min_lr' min(loss(lr'), loss_init)]``, the mean over
+    the runs of the sweep; a diverged run's loss (NaN or inf) counts as ``loss_init``.
+    Four sweeps: Python lists without divergence, NumPy arrays with NaN, inf and a run
+    that ended above ``loss_init``, float64 tensors, and a sweep where every run
+    diverged (the answer is 0). A wrong answer names the mistake it matches: no min
+    with ``loss_init``, NaN not handled, diverged runs dropped, the mean or
+    ``loss_init`` subtracted instead of the best, the max instead of the mean, runs
+    weighted by learning rate, the best taken over the raw losses.
+    """
+    check = "check_lr_sensitivity"
+    mistakes = _lrs_mistakes()
+    for case in _lrs_cases():
+        lrs = [float(x) for x in case.lrs]
+        losses = [float(x) for x in case.losses]
+        out = call(check, fn, _copy(case.lrs), _copy(case.losses), case.loss_init)
+        y = _as_float(check, out, case.what)
+        truth = _sens(lrs, losses, case.loss_init)
+        if math.isfinite(y) and abs(y - truth) <= 1e-9 * (1.0 + abs(truth)):
+            continue
+        if math.isnan(y):
+            fail(
+                check,
+                f"on {case.what}, your function returned NaN (expected {truth:.6g})",
+                "NaN handling: a diverged run's loss is NaN, and NaN spreads through min, mean and "
+                "subtraction (min(nan, 5.5) is nan, and np.min of an array holding a NaN is NaN). Count a "
+                "non-finite loss as loss_init: `loss_init if not math.isfinite(x) else min(x, loss_init)`",
+            )
+        if math.isinf(y):
+            fail(
+                check,
+                f"on {case.what}, your function returned {y} (expected {truth:.6g})",
+                "forgot the min with loss_init: a diverged run's infinite loss went into the mean. "
+                "Fix: cap every loss at loss_init, min(loss, loss_init), and count NaN/inf as loss_init",
+            )
+        t = torch.tensor([truth], dtype=torch.float64)
+        mistake = _nearest(
+            [_Mistake(m.label, m.fix, lambda *a, f=m.fn: torch.tensor([f(*a)])) for m in mistakes],
+            (lrs, losses, case.loss_init),
+            torch.tensor([y], dtype=torch.float64),
+            t,
+            1e-9,
+        )
+        if mistake is not None:
+            fail(
+                check,
+                f"on {case.what}, your function returned {y:.6g}, expected {truth:.6g}",
+                f"{mistake.label}. Fix: {mistake.fix}",
+            )
+        fail(
+            check,
+            f"on {case.what}, your function returned {y:.6g}, expected {truth:.6g}",
+            f"no single classic mistake explains it; compare with: {_LRS_FORMULA}",
+        )
+    passed(
+        check,
+        "matches the LR sensitivity on 4 sweeps (lists, arrays, tensors; NaN, inf, a run above "
+        "loss_init, all diverged)",
+    )

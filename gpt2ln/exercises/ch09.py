@@ -1,0 +1,204 @@
+"""Checks for chapter 9 (GPT-2 end to end).
+
+``check_gpt2_param_count(fn)`` checks ``fn(config) -> int``, the parameter count of
+``GPT2(config)`` with the tied unembedding counted once, and names the classic
+counting mistake a wrong answer matches. ``check_embed(fn)`` checks the input of the
+first block, ``fn(idx, wte, wpe) -> wte[idx] + wpe[0..T-1]`` ``[B, T, d]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from numbers import Integral
+from typing import Any
+
+import torch
+
+from ..config import GPT2Config
+from ..model import GPT2
+from ._core import as_tensor, call, close, fail, passed
+
+__all__ = ["check_embed", "check_gpt2_param_count"]
+
+_PRESETS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
+
+
+# ---------------------------------------------------------------------- parameter count
+def _count(
+    c: GPT2Config,
+    *,
+    tied: bool = True,
+    wpe: bool = True,
+    biases: bool = True,
+    ln: bool = True,
+    ln_bias: bool = True,
+    ln_f: bool = True,
+    mlp_mult: int = 4,
+    qkv: int = 3,
+) -> int:
+    """GPT-2's parameter count by formula, or one classic mistake (keywords)."""
+    V, N, d, L = c.vocab_size, c.n_ctx, c.n_embd, c.n_layer
+    b = 1 if biases else 0
+    one_ln = (2 if ln_bias else 1) * d if ln else 0
+    attn = d * qkv * d + b * qkv * d + d * d + b * d  # c_attn, c_proj
+    mlp = d * mlp_mult * d + b * mlp_mult * d + mlp_mult * d * d + b * d  # c_fc, c_proj
+    block = 2 * one_ln + attn + mlp
+    emb = V * d + (N * d if wpe else 0)
+    head = 0 if tied else V * d
+    return emb + L * block + (one_ln if ln_f else 0) + head
+
+
+_MISTAKES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "counted a separate lm_head [vocab, d]: GPT-2 ties the unembedding to wte "
+        "(logits = h @ wte^T), so it is counted once",
+        dict(tied=False),
+    ),
+    ("forgot the position embeddings wpe [n_ctx, d]", dict(wpe=False)),
+    (
+        "forgot the biases of the linear layers (c_attn [3d], attn c_proj [d], c_fc [4d], mlp c_proj [d])",
+        dict(biases=False),
+    ),
+    ("forgot the final LayerNorm ln_f (2d parameters after the last block)", dict(ln_f=False)),
+    ("forgot the LayerNorms altogether (ln_1, ln_2 in every block, and ln_f)", dict(ln=False, ln_f=False)),
+    ("counted only the LayerNorm gains: each LayerNorm also has a bias of d entries", dict(ln_bias=False)),
+    ("MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", dict(mlp_mult=1)),
+    ("counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)", dict(qkv=1)),
+]
+
+
+def _describe(c: GPT2Config) -> str:
+    return f"(vocab_size={c.vocab_size}, n_ctx={c.n_ctx}, n_embd={c.n_embd}, n_layer={c.n_layer})"
+
+
+def _configs() -> list[tuple[GPT2Config, int]]:
+    """Two small configs (truth from a real GPT2) and the four presets (formula)."""
+    small = [
+        GPT2Config(vocab_size=37, n_ctx=11, n_embd=12, n_layer=2, n_head=3),
+        GPT2Config(vocab_size=50, n_ctx=23, n_embd=8, n_layer=3, n_head=2),
+    ]
+    out = [(c, GPT2(c).num_parameters()) for c in small]
+    return out + [(GPT2Config.from_preset(p), _count(GPT2Config.from_preset(p))) for p in _PRESETS]
+
+
+def check_gpt2_param_count(fn: Callable[[GPT2Config], Any]) -> None:
+    """Check ``fn(config) -> int`` is the number of parameters of ``GPT2(config)``.
+
+    Tied unembedding (counted once), learned positions, two LayerNorms per block
+    plus ``ln_f``, all biases, MLP width ``4 * n_embd``. Checked on two small
+    configs (against a real ``gpt2ln.GPT2``) and the four GPT-2 sizes. Compute from
+    the config's fields: don't build the model. A wrong count names the mistake it
+    matches.
+    """
+    check = "check_gpt2_param_count"
+    configs = _configs()
+    for config, truth in configs:
+        out = call(check, fn, config.replace())
+        if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
+            out = out.item()
+        if isinstance(out, bool) or not isinstance(out, Integral):
+            fail(
+                check,
+                f"expected an int, got {type(out).__name__} ({out!r}) for config {_describe(config)}",
+                "a missing `return`?" if out is None else "return an int (use int(...), or // not /)",
+            )
+        if int(out) == truth:
+            continue
+        names = [n for n, kw in _MISTAKES if _count(config, **kw) == int(out)]
+        fail(
+            check,
+            f"for config {_describe(config)}: you counted {int(out):,}, "
+            f"a GPT2 with this config has {truth:,}",
+            "\n    or: ".join(names) if names else None,
+        )
+    passed(
+        check,
+        f"right on {len(configs)} configs, e.g. gpt2: {_count(GPT2Config.from_preset('gpt2')):,} "
+        f"and gpt2-xl: {_count(GPT2Config.from_preset('gpt2-xl')):,}",
+    )
+
+
+# -------------------------------------------------------------------------- embeddings
+def _embed(idx: torch.Tensor, wte: torch.Tensor, wpe: torch.Tensor, how: str = "right") -> torch.Tensor:
+    """``wte[idx] + wpe[0..T-1]`` ``[B, T, d]``, or one classic mistake."""
+    T = idx.shape[1]
+    pos = torch.arange(T)
+    if how == "right":
+        return wte[idx] + wpe[pos]
+    if how == "pos_from_1":
+        return wte[idx] + wpe[pos + 1]
+    if how == "no_wpe":
+        return wte[idx]
+    if how == "add_id":
+        return idx[..., None].to(wte.dtype) + wpe[pos]
+    if how == "wpe_by_token":
+        return wte[idx] + wpe[idx]
+    if how == "swapped":
+        return wpe[idx] + wte[pos]
+    if how == "scaled":
+        return wte[idx] * wte.shape[1] ** 0.5 + wpe[pos]
+    if how == "reversed":
+        return wte[idx] + wpe[pos.flip(0)]
+    raise ValueError(how)
+
+
+_EMBED_MISTAKES = [
+    ("pos_from_1", "positions start at 1: the first token's position is 0, pos = torch.arange(T)"),
+    ("no_wpe", "forgot the position embeddings: add wpe[pos], pos = 0..T-1"),
+    ("add_id", "added the token id itself instead of looking up its row: use wte[idx] ([B, T] -> [B, T, d])"),
+    ("wpe_by_token", "looked up the positions by token id (wpe[idx]): a token's position is its index"),
+    ("swapped", "swapped wte and wpe: tokens index wte ([vocab, d]), positions index wpe ([n_ctx, d])"),
+    ("scaled", "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)"),
+    ("reversed", "positions counted from the end: token t (0-based) gets wpe[t]"),
+]
+
+
+def _embed_cases() -> list[tuple[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    gen = torch.Generator().manual_seed(9)
+    out = []
+    for B, T, V, N, d, dtype in ((2, 5, 13, 16, 6, torch.float64), (3, 9, 7, 9, 4, torch.float32)):
+        idx = torch.randint(0, V, (B, T), generator=gen)
+        wte = torch.randn(V, d, generator=gen, dtype=torch.float64).to(dtype)
+        wpe = torch.randn(N, d, generator=gen, dtype=torch.float64).to(dtype)
+        out.append((f"idx [{B}, {T}], wte [{V}, {d}], wpe [{N}, {d}], {dtype}", (idx, wte, wpe)))
+    return out
+
+
+def check_embed(fn: Callable[..., Any]) -> None:
+    """Check ``fn(idx, wte, wpe)`` is GPT-2's input to the first block.
+
+    idx: int64 ``[B, T]``; wte ``[vocab, d]``; wpe ``[n_ctx, d]`` with ``T <= n_ctx``;
+    returns ``wte[idx] + wpe[pos]`` with ``pos = 0..T-1``, ``[B, T, d]``. A wrong
+    output names the mistake it matches: positions from 1 or from the end, no
+    ``wpe``, the token id added instead of looked up, ``wpe`` indexed by token,
+    ``wte``/``wpe`` swapped, a sqrt(d) scale.
+    """
+    check = "check_embed"
+    cases = _embed_cases()
+    for what, (idx, wte, wpe) in cases:
+        args = (idx.clone(), wte.clone(), wpe.clone())
+        out = call(check, fn, *args)
+        for name, a, b in zip(("idx", "wte", "wpe"), (idx, wte, wpe), args, strict=True):
+            if not torch.equal(a, b):
+                fail(check, f"your function changed its input `{name}` in place", "compute a new tensor")
+        truth = _embed(idx, wte.double(), wpe.double())
+        if isinstance(out, torch.Tensor) and out.shape == truth.shape[1:]:
+            fail(
+                check,
+                f"on {what}: got shape {tuple(out.shape)}, expected {tuple(truth.shape)}",
+                "lost the batch axis? wte[idx] keeps it: [B, T] -> [B, T, d]",
+            )
+        y = as_tensor(check, out, truth).detach().double()
+        if close(y, truth, 1e-5):
+            continue
+        err = float((y - truth).abs().max())
+        differs = f"on {what}: your output differs from wte[idx] + wpe[pos] (max abs error {err:.3g})"
+        for how, label in _EMBED_MISTAKES:
+            try:
+                ref = _embed(idx, wte.double(), wpe.double(), how)
+            except (IndexError, RuntimeError):
+                continue
+            if ref.shape == y.shape and close(y, ref, 1e-5) and not close(ref, truth, 1e-5):
+                fail(check, differs, label)
+        fail(check, differs)
+    passed(check, f"wte[idx] + wpe[0..T-1] right on {len(cases)} inputs")

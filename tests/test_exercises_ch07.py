@@ -1,0 +1,232 @@
+"""Chapter 7 checks: right answers pass, each classic mistake fails naming itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gpt2ln.exercises import check_lr_schedule, check_post_norm_block
+
+
+# ------------------------------------------------------------------------ check_post_norm_block
+def right_block(x, attn, mlp, ln_1, ln_2):
+    h = ln_1(x + attn(x))
+    return ln_2(h + mlp(h))
+
+
+def test_right_block_passes_and_prints_one_line(capsys):
+    check_post_norm_block(right_block)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_post_norm_block")
+
+
+def _loop_block(x, attn, mlp, ln_1, ln_2):
+    for f, ln in ((attn, ln_1), (mlp, ln_2)):
+        x = ln(x + f(x))
+    return x
+
+
+def _numpy_block(x, attn, mlp, ln_1, ln_2):
+    h = ln_1(x + attn(x)).numpy()
+    return ln_2(torch.from_numpy(h) + mlp(torch.from_numpy(h))).numpy()
+
+
+@pytest.mark.parametrize("fn", [_loop_block, _numpy_block], ids=["loop", "numpy-out"])
+def test_other_right_blocks_pass(fn, capsys):
+    check_post_norm_block(fn)
+    assert "✓" in capsys.readouterr().out
+
+
+def _in_place(x, attn, mlp, ln_1, ln_2):
+    x += attn(x)
+    h = ln_1(x)
+    return ln_2(h + mlp(h))
+
+
+BLOCK_MISTAKES = {
+    "pre_norm": (
+        lambda x, a, m, l1, l2: (lambda h: h + m(l2(h)))(x + a(l1(x))),
+        "normalized before adding",
+    ),
+    "no_residual": (lambda x, a, m, l1, l2: l2(m(l1(a(x)))), "forgot the residual"),
+    "output_norm": (
+        lambda x, a, m, l1, l2: (lambda h: h + l2(m(h)))(x + l1(a(x))),
+        "applied ln to the sub-layer output only",
+    ),
+    "swapped_norms": (lambda x, a, m, l1, l2: right_block(x, a, m, l2, l1), "swapped ln_1 and ln_2"),
+    "mlp_reads_x": (
+        lambda x, a, m, l1, l2: l2(l1(x + a(x)) + m(x)),
+        "the MLP reads the block input x",
+    ),
+    "residual_from_x": (
+        lambda x, a, m, l1, l2: l2(x + m(l1(x + a(x)))),
+        "the second residual adds the block input x",
+    ),
+    "parallel": (lambda x, a, m, l1, l2: l2(x + a(x) + m(x)), "parallel block"),
+    "attention_half_only": (lambda x, a, m, l1, l2: l1(x + a(x)), "forgot the MLP half"),
+    "no_second_norm": (
+        lambda x, a, m, l1, l2: (lambda h: h + m(h))(l1(x + a(x))),
+        "forgot the second norm",
+    ),
+    "returns_none": (lambda x, a, m, l1, l2: None, "missing `return`"),
+    "in_place": (_in_place, "in place"),
+    "wrong_shape": (lambda x, a, m, l1, l2: right_block(x, a, m, l1, l2)[0], "has shape"),
+}
+
+
+@pytest.mark.parametrize("name", list(BLOCK_MISTAKES))
+def test_each_block_mistake_fails_naming_it(name):
+    fn, words = BLOCK_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_post_norm_block") as info:
+        check_post_norm_block(fn)
+    assert words in str(info.value), str(info.value)
+
+
+def test_unexplained_block_gets_the_generic_message():
+    with pytest.raises(AssertionError, match="no single classic mistake"):
+        check_post_norm_block(lambda x, a, m, l1, l2: 1.01 * right_block(x, a, m, l1, l2))
+
+
+def test_unimplemented_block_says_not_implemented_yet():
+    def my_post_norm_block(x, attn, mlp, ln_1, ln_2):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_post_norm_block(my_post_norm_block)
+
+
+# ---------------------------------------------------------------------------- check_lr_schedule
+def right_schedule(step, steps, lr, warmup, min_lr):
+    if step < warmup:
+        return lr * step / warmup
+    if step >= steps:
+        return min_lr
+    progress = (step - warmup) / (steps - warmup)
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def test_right_schedule_passes_and_prints_one_line(capsys):
+    check_lr_schedule(right_schedule)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_lr_schedule")
+
+
+def _numpy_schedule(step, steps, lr, warmup, min_lr):
+    w = np.clip((step - warmup) / (steps - warmup), 0.0, 1.0)
+    cosine = min_lr + 0.5 * (lr - min_lr) * (1 + np.cos(np.pi * w))
+    return np.float64(lr * step / warmup) if step < warmup else cosine
+
+
+def _tensor_schedule(step, steps, lr, warmup, min_lr):
+    return torch.tensor(right_schedule(step, steps, lr, warmup, min_lr), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("fn", [_numpy_schedule, _tensor_schedule], ids=["numpy", "tensor"])
+def test_other_right_schedules_pass(fn, capsys):
+    check_lr_schedule(fn)
+    assert "✓" in capsys.readouterr().out
+
+
+def _schedule(step, steps, lr, warmup, min_lr, *, warm=None, floor=None, span=None, start=None, clamp=True):
+    if step < warmup:
+        return warm(step, warmup, lr, min_lr) if warm else lr * step / warmup
+    low = min_lr if floor is None else floor
+    if step >= steps and clamp:
+        return low
+    s0 = warmup if start is None else start
+    p = (step - s0) / ((steps - warmup) if span is None else span(steps, warmup))
+    return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * p))
+
+
+def _no_warmup_handling(step, steps, lr, warmup, min_lr):
+    if step <= warmup:  # the peak at step == warmup, computed as lr * warmup / warmup
+        return lr * step / warmup
+    return right_schedule(step, steps, lr, warmup, min_lr)
+
+
+def _nan_warmup(step, steps, lr, warmup, min_lr):
+    if step <= warmup:  # numpy: 0 / 0 is NaN, not an exception
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.float64(lr) * step / np.float64(warmup)
+    return right_schedule(step, steps, lr, warmup, min_lr)
+
+
+LR_MISTAKES = {
+    "warmup_plus_one": (
+        lambda *a: _schedule(*a, warm=lambda s, w, lr, m: lr * (s + 1) / w),
+        "off-by-one in warm-up",
+    ),
+    "warmup_nanogpt": (
+        lambda *a: _schedule(*a, warm=lambda s, w, lr, m: lr * (s + 1) / (w + 1)),
+        "off-by-one in warm-up",
+    ),
+    "warmup_from_min": (
+        lambda *a: _schedule(*a, warm=lambda s, w, lr, m: m + (lr - m) * s / w),
+        "warm-up starts from min_lr",
+    ),
+    "decays_to_zero": (lambda *a: _schedule(*a, floor=0.0), "cosine not reaching min"),
+    "span_over_steps": (lambda *a: _schedule(*a, span=lambda n, w: n), "cosine not reaching min"),
+    "cosine_from_zero": (
+        lambda *a: _schedule(*a, start=0, span=lambda n, w: n),
+        "cosine counted from step 0",
+    ),
+    "no_clamp": (lambda *a: _schedule(*a, clamp=False), "no clamp after steps"),
+    "no_warmup_handling": (_no_warmup_handling, "no warm-up handling"),
+    "nan_when_no_warmup": (_nan_warmup, "no warm-up handling"),
+    "missing_half": (
+        lambda step, steps, lr, warmup, min_lr: (
+            right_schedule(step, steps, lr, warmup, min_lr) * 2 - min_lr
+            if warmup <= step < steps
+            else right_schedule(step, steps, lr, warmup, min_lr)
+        ),
+        "missing the 0.5 factor",
+    ),
+    "linear_decay": (
+        lambda step, steps, lr, warmup, min_lr: (
+            lr - (lr - min_lr) * (step - warmup) / (steps - warmup)
+            if warmup <= step < steps
+            else right_schedule(step, steps, lr, warmup, min_lr)
+        ),
+        "linear decay instead of cosine",
+    ),
+    "returns_none": (lambda *a: None, "missing `return`"),
+    "returns_list": (lambda *a: [right_schedule(*a)], "expected a number"),
+}
+
+
+@pytest.mark.parametrize("name", list(LR_MISTAKES))
+def test_each_schedule_mistake_fails_naming_it(name):
+    fn, words = LR_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_lr_schedule") as info:
+        check_lr_schedule(fn)
+    assert words in str(info.value), str(info.value)
+
+
+def test_unexplained_schedule_gets_the_generic_message():
+    with pytest.raises(AssertionError, match="no single classic mistake"):
+        check_lr_schedule(lambda *a: 1.1 * right_schedule(*a))
+
+
+def test_unimplemented_schedule_says_not_implemented_yet():
+    def my_lr(step, steps, lr, warmup, min_lr):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_lr_schedule(my_lr)
+
+
+def test_crashing_schedule_reports_the_exception():
+    with pytest.raises(AssertionError, match="raised KeyError"):
+        check_lr_schedule(lambda *a: {}["lr"])
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check_post_norm_block(right_block)
+    check_lr_schedule(right_schedule)
+    assert torch.equal(torch.rand(3), expected)

@@ -1,0 +1,99 @@
+"""Chapter 9 checks: right answers pass, each classic mistake fails naming itself."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpt2ln.exercises import check_embed, check_gpt2_param_count
+
+
+# ----------------------------------------------------------------------- check_gpt2_param_count
+def _count(c, *, tied=True, wpe=True, biases=True, ln_f=True, mlp=4):
+    V, N, d, L = c.vocab_size, c.n_ctx, c.n_embd, c.n_layer
+    b = 1 if biases else 0
+    block = 2 * 2 * d + (3 * d * d + b * 3 * d) + (d * d + b * d)
+    block += mlp * d * d + b * mlp * d + mlp * d * d + b * d
+    return V * d + (N * d if wpe else 0) + L * block + (2 * d if ln_f else 0) + (0 if tied else V * d)
+
+
+def test_param_count_right_passes(capsys):
+    check_gpt2_param_count(_count)
+    out = capsys.readouterr().out
+    assert "✓ check_gpt2_param_count" in out and "124,439,808" in out and "1,557,611,200" in out
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(tied=False), "lm_head"),
+        (dict(wpe=False), "forgot the position embeddings wpe"),
+        (dict(biases=False), "forgot the biases"),
+        (dict(ln_f=False), "forgot the final LayerNorm ln_f"),
+        (dict(mlp=1), "MLP width d instead of 4d"),
+    ],
+)
+def test_param_count_mistakes_are_named(kw, words):
+    with pytest.raises(AssertionError, match=words):
+        check_gpt2_param_count(lambda c: _count(c, **kw))
+
+
+def test_param_count_not_implemented_and_wrong_type():
+    def todo(c):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_gpt2_param_count(todo)
+    with pytest.raises(AssertionError, match="expected an int"):
+        check_gpt2_param_count(lambda c: float(_count(c)))
+    with pytest.raises(AssertionError, match="missing `return`"):
+        check_gpt2_param_count(lambda c: None)
+
+
+def test_param_count_unknown_mistake_still_fails():
+    with pytest.raises(AssertionError, match="you counted"):
+        check_gpt2_param_count(lambda c: _count(c) + 1)
+
+
+# ----------------------------------------------------------------------------- check_embed
+def right_embed(idx, wte, wpe):
+    return wte[idx] + wpe[torch.arange(idx.shape[1])]
+
+
+def test_embed_right_passes(capsys):
+    check_embed(right_embed)
+    check_embed(lambda idx, wte, wpe: torch.nn.functional.embedding(idx, wte) + wpe[: idx.shape[1]])
+    assert "✓ check_embed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn, words",
+    [
+        (lambda idx, wte, wpe: wte[idx] + wpe[1 : idx.shape[1] + 1], "positions start at 1"),
+        (lambda idx, wte, wpe: wte[idx], "forgot the position embeddings"),
+        (lambda idx, wte, wpe: idx[..., None] + wpe[: idx.shape[1]], "added the token id itself"),
+        (lambda idx, wte, wpe: wte[idx] + wpe[idx], r"looked up the positions by token id"),
+        (lambda idx, wte, wpe: wpe[idx] + wte[: idx.shape[1]], "swapped wte and wpe"),
+        (lambda idx, wte, wpe: wte[idx] * wte.shape[1] ** 0.5 + wpe[: idx.shape[1]], "sqrt\\(d\\)"),
+    ],
+)
+def test_embed_mistakes_are_named(fn, words):
+    with pytest.raises(AssertionError, match=words):
+        check_embed(fn)
+
+
+def test_embed_not_implemented_shape_and_in_place():
+    def todo(idx, wte, wpe):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_embed(todo)
+    with pytest.raises(AssertionError, match="lost the batch axis"):
+        check_embed(lambda idx, wte, wpe: right_embed(idx, wte, wpe)[0])
+
+    def in_place(idx, wte, wpe):
+        wte += 0.0 * wte + 1.0
+        return right_embed(idx, wte, wpe)
+
+    with pytest.raises(AssertionError, match="in place"):
+        check_embed(in_place)

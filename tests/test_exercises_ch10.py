@@ -1,0 +1,98 @@
+"""Chapter 10 checks: right answers pass, each classic mistake fails naming itself."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpt2ln.exercises import check_fold_ln, check_logit_lens
+
+
+# ---------------------------------------------------------------------------- check_fold_ln
+def test_fold_ln_passes(capsys):
+    check_fold_ln(lambda g, b, W, c: (W * g[None, :], c + W @ b))
+    check_fold_ln(lambda g, b, W, c: (W @ torch.diag(g), c + b @ W.T))
+    assert "✓ check_fold_ln" in capsys.readouterr().out
+
+
+FOLD_MISTAKES = {
+    "scaled the wrong axis": lambda g, b, W, c: (W * g[:, None], c + W @ b),
+    "forgot to move the LayerNorm's bias through W": lambda g, b, W, c: (W * g[None, :], c),
+    "added b without W": lambda g, b, W, c: (W * g[None, :], c + b),
+    "through the folded W_f": lambda g, b, W, c: (W * g[None, :], c + (W * g[None, :]) @ b),
+    "through W transposed": lambda g, b, W, c: (W * g[None, :], c + W.T @ b),
+    "forgot the gain": lambda g, b, W, c: (W, c + W @ b),
+}
+
+
+@pytest.mark.parametrize("name", list(FOLD_MISTAKES))
+def test_fold_ln_names_mistake(name):
+    with pytest.raises(AssertionError, match="check_fold_ln") as e:
+        check_fold_ln(FOLD_MISTAKES[name])
+    assert name in str(e.value), str(e.value)
+
+
+def test_fold_ln_other_failures():
+    def my_fold(g, b, W, c):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_fold_ln(my_fold)
+
+    def in_place(g, b, W, c):
+        W *= g[None, :]
+        return W, c + W @ b
+
+    with pytest.raises(AssertionError, match="in place"):
+        check_fold_ln(in_place)
+    with pytest.raises(AssertionError, match="expected a pair"):
+        check_fold_ln(lambda g, b, W, c: W * g[None, :])
+    with pytest.raises(AssertionError, match="c_f is not"):
+        check_fold_ln(lambda g, b, W, c: (W * g[None, :], c + W @ b + 0.1))
+
+
+# ---------------------------------------------------------------------------- check_logit_lens
+def test_logit_lens_passes(capsys):
+    check_logit_lens(lambda resid, ln_f, wte: ln_f(resid) @ wte.T)
+    check_logit_lens(
+        lambda resid, ln_f, wte: F.linear(
+            F.layer_norm(resid, (resid.shape[-1],), ln_f.weight, ln_f.bias, ln_f.eps), wte
+        )
+    )
+    assert "✓ check_logit_lens" in capsys.readouterr().out
+
+
+def _plain(r):
+    return F.layer_norm(r, (r.shape[-1],))
+
+
+LENS_MISTAKES = {
+    "forgot ln_f": lambda resid, ln_f, wte: resid @ wte.T,
+    "used ln_f without its affine": lambda resid, ln_f, wte: _plain(resid) @ wte.T,
+    "gain but not its bias": lambda resid, ln_f, wte: (_plain(resid) * ln_f.weight) @ wte.T,
+    "without subtracting the mean": lambda resid, ln_f, wte: (
+        (resid * torch.rsqrt(resid.pow(2).mean(-1, keepdim=True) + 1e-5) * ln_f.weight + ln_f.bias) @ wte.T
+    ),
+    "untied/transposed wte": lambda resid, ln_f, wte: ln_f(resid) @ wte,
+}
+
+
+@pytest.mark.parametrize("name", list(LENS_MISTAKES))
+def test_logit_lens_names_mistake(name):
+    with pytest.raises(AssertionError, match="check_logit_lens") as e:
+        check_logit_lens(LENS_MISTAKES[name])
+    assert name in str(e.value), str(e.value)
+
+
+def test_logit_lens_other_failures():
+    def my_logit_lens(resid, ln_f, wte):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet") as e:
+        check_logit_lens(my_logit_lens)
+    assert "my_logit_lens" in str(e.value)
+    with pytest.raises(AssertionError, match="differ from ln_f"):
+        check_logit_lens(lambda resid, ln_f, wte: ln_f(resid) @ wte.T + 0.5)
+    with pytest.raises(AssertionError, match="shape"):
+        check_logit_lens(lambda resid, ln_f, wte: (ln_f(resid) @ wte.T)[..., :-1])
