@@ -4,6 +4,7 @@ About 15-25 s on 2 busy cores (one pass over the 316,808 validation bytes)."""
 
 import copy
 import dataclasses
+import importlib.util
 import json
 import math
 import socket
@@ -20,6 +21,7 @@ from gpt2ln.tiny import evaluate, tiny_train_log
 
 MAX_VAL_LOSS = 1.70  # nats per byte, mean over the three held-out plays
 MAX_WEIGHT_BYTES = 25_000_000
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,7 +65,7 @@ def test_load_tiny_needs_no_network(monkeypatch):
 
 def test_files_and_size(tiny_dir):
     names = {p.name for p in tiny_dir.iterdir() if not p.name.startswith(".")}
-    assert {"model.safetensors", "config.json", "train_log.json"} <= names
+    assert {"model.safetensors", "config.json", "train_log.json", "rerun_check.json"} <= names
     assert (tiny_dir / "model.safetensors").stat().st_size <= MAX_WEIGHT_BYTES
     cfg = json.loads((tiny_dir / "config.json").read_text())
     assert cfg["model_type"] == "gpt2" and cfg["activation_function"] == "gelu_new"
@@ -107,6 +109,21 @@ def test_train_log_matches_a_recomputation(val_loss, tiny):
     assert log["train_wall_s"] <= 3600  # at most an hour of training
     assert len(log["train"]["loss"]) == log["train_config"]["steps"]
     assert log["val"]["step"][-1] == log["train_config"]["steps"]
+
+
+def test_script_defaults_are_the_shipped_run():
+    """`python scripts/train_tiny.py` with no arguments retrains exactly the shipped configuration."""
+    spec = importlib.util.spec_from_file_location("train_tiny", ROOT / "scripts" / "train_tiny.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.parse_args([])
+    assert args.out.resolve() == (ROOT / "gpt2ln" / "assets" / "tiny").resolve() and args.threads == 1
+    config, cfg = script.build(args)
+    log = tiny_train_log()
+    assert dataclasses.asdict(config) == log["model_config"]
+    train_cfg = {**dataclasses.asdict(cfg), "betas": list(cfg.betas), "device": str(cfg.device)}
+    assert train_cfg == log["train_config"]
+    assert log["seed"] == args.seed and log["threads"] == args.threads
 
 
 def _sizes(c: GPT2Config) -> dict:
