@@ -1,0 +1,538 @@
+"""Performance measured side by side: ``gpt2ln`` against transformers and torch, same machine, same run.
+
+Run ``python -m gpt2ln.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]``. It measures
+
+* ``forward``: GPT-2 small logits ``[B, T, vocab]`` from ``gpt2ln.GPT2`` and transformers'
+  ``GPT2LMHeadModel`` holding the same (random) weights, eval mode, ``torch.inference_mode``;
+* ``generate``: greedy decoding with the KV cache, both sides, and whether the tokens agree;
+* ``layer_norm``: ``gpt2ln.layer_norm``, ``F.layer_norm``, ``torch.compile(gpt2ln.layer_norm)`` and
+  ``gpt2ln.rms_norm`` in GB/s next to the copy bandwidth at the same size;
+* ``memory``: the peak memory of each forward (resident set sampled on CPU, the allocator's peak on GPU);
+* ``profile``: the top operators by self CPU time of one ``gpt2ln`` forward.
+
+The two sides of every comparison are timed in turns (``gpt2ln.numerics.time_interleaved``), after
+warm-up, and reported as medians and ``ours / theirs`` ratios (below 1 means ``gpt2ln`` is faster).
+Every measuring function takes its sizes as arguments, so the tests run them on a tiny config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from gpt2ln.config import GPT2Config
+from gpt2ln.model import GPT2
+from gpt2ln.norms import layer_norm, rms_norm
+from gpt2ln.numerics import time_interleaved
+
+__all__ = [
+    "GOALS",
+    "bench_forward",
+    "bench_generate",
+    "bench_layer_norm",
+    "compare_tokens",
+    "machine_info",
+    "make_pair",
+    "peak_memory",
+    "profile_forward",
+    "run",
+]
+
+#: ratio goals (ours / transformers, lower is faster): met when the measured ratio is <= the goal
+GOALS = {"forward": 1.00, "generate": 0.80}
+
+FORWARD_SHAPES = [(1, 64), (1, 256), (1, 1024), (8, 128)]
+QUICK_FORWARD_SHAPES = [(1, 64), (1, 256), (8, 128)]
+LN_SHAPES = [(8, 1024, 768), (1, 1, 768)]
+
+
+def _sync_fn(device: torch.device) -> Callable[[], None]:
+    """The call that waits for queued device work (a no-op on CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.synchronize
+    if device.type == "mps":
+        return torch.mps.synchronize
+    return lambda: None
+
+
+def _timed(
+    fns: dict[str, Callable[[], Any]], device: torch.device, repeats: int, warmup: int
+) -> dict[str, float]:
+    """Median seconds per call, the functions timed in turns, each call followed by a device sync."""
+    sync = _sync_fn(device)
+
+    def synced(fn: Callable[[], Any]) -> Callable[[], None]:
+        def call() -> None:
+            fn()
+            sync()
+
+        return call
+
+    sync()
+    return time_interleaved({k: synced(f) for k, f in fns.items()}, repeats=repeats, warmup=warmup)
+
+
+def machine_info(device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Platform, CPU count, threads, library versions, device name and the current load average."""
+    import transformers
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    elif device.type == "mps":
+        name = "Apple MPS"
+    else:
+        name = platform.processor() or platform.machine()
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device.type,
+        "device_name": name,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def make_pair(
+    config: GPT2Config, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0
+) -> tuple[GPT2, torch.nn.Module]:
+    """``gpt2ln.GPT2`` and transformers' ``GPT2LMHeadModel`` with the same random weights, in eval mode.
+
+    The weights go over with ``to_hf_state_dict`` and a strict ``load_state_dict``.
+    """
+    import transformers
+
+    torch.manual_seed(seed)
+    ours = GPT2(config).eval()
+    hf_cfg = transformers.GPT2Config(
+        vocab_size=config.vocab_size,
+        n_positions=config.n_ctx,
+        n_embd=config.n_embd,
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=config.vocab_size - 1,
+        eos_token_id=config.vocab_size - 1,
+    )
+    theirs = transformers.GPT2LMHeadModel(hf_cfg).eval()
+    state = ours.to_hf_state_dict()
+    missing, unexpected = theirs.load_state_dict(state, strict=False)
+    # transformers ties lm_head to wte, and may keep buffers (attention masks) that we do not export
+    missing = [
+        k for k in missing if k != "lm_head.weight" and not k.endswith((".attn.bias", ".attn.masked_bias"))
+    ]
+    if missing or unexpected:
+        raise ValueError(f"make_pair: weights did not transfer: missing {missing}, unexpected {unexpected}")
+    return ours.to(device=device, dtype=dtype), theirs.to(device=device, dtype=dtype)
+
+
+def _hf_logits(model: torch.nn.Module, idx: torch.Tensor) -> torch.Tensor:
+    return model(idx, use_cache=False).logits
+
+
+def bench_forward(
+    ours: GPT2,
+    theirs: torch.nn.Module,
+    shapes: list[tuple[int, int]],
+    repeats: int = 5,
+    warmup: int = 1,
+    atol: float = 1e-3,
+) -> list[dict[str, Any]]:
+    """Forward time of both models at each ``(B, T)``; rows with medians (ms), ratio and max |logit diff|."""
+    device = ours.device
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for b, t in shapes:
+        idx = torch.randint(0, ours.config.vocab_size, (b, t), generator=gen).to(device)
+        with torch.inference_mode():
+            diff = (ours(idx).float() - _hf_logits(theirs, idx).float()).abs().max().item()
+            med = _timed(
+                {"gpt2ln": partial(ours, idx), "transformers": partial(_hf_logits, theirs, idx)},
+                device,
+                repeats,
+                warmup,
+            )
+        rows.append(
+            {
+                "B": b,
+                "T": t,
+                "gpt2ln_ms": med["gpt2ln"] * 1e3,
+                "transformers_ms": med["transformers"] * 1e3,
+                "ratio": med["gpt2ln"] / med["transformers"],
+                "max_abs_logit_diff": diff,
+                "outputs_match": bool(diff <= atol),
+            }
+        )
+    return rows
+
+
+def compare_tokens(a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
+    """Whether two token tensors ``[B, T]`` are equal; if not, where they first differ."""
+    if a.shape != b.shape:
+        return {
+            "equal": False,
+            "first_mismatch": None,
+            "why": f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}",
+        }
+    diff = (a.cpu() != b.cpu()).nonzero()
+    if len(diff) == 0:
+        return {"equal": True, "first_mismatch": None, "why": ""}
+    row, col = (int(v) for v in diff[0])
+    return {
+        "equal": False,
+        "first_mismatch": [row, col],
+        "why": f"token [{row}, {col}]: {int(a[row, col])} vs {int(b[row, col])}",
+    }
+
+
+def _hf_generate(model: torch.nn.Module, idx: torch.Tensor, new_tokens: int) -> torch.Tensor:
+    eos = model.config.eos_token_id
+    return model.generate(
+        idx,
+        attention_mask=torch.ones_like(idx),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        eos_token_id=eos,
+        pad_token_id=eos,
+    )
+
+
+def bench_generate(
+    ours: GPT2,
+    theirs: torch.nn.Module,
+    prompt_len: int = 32,
+    new_tokens: int = 128,
+    repeats: int = 3,
+    warmup: int = 1,
+) -> dict[str, Any]:
+    """Greedy decoding of ``new_tokens`` after a random prompt ``[1, prompt_len]``, with the KV cache."""
+    device = ours.device
+    gen = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, ours.config.vocab_size - 1, (1, prompt_len), generator=gen).to(device)
+    with torch.inference_mode():
+        a = ours.generate(idx, new_tokens, temperature=0)
+        b = _hf_generate(theirs, idx, new_tokens)
+        check = compare_tokens(a, b)
+        med = _timed(
+            {
+                "gpt2ln": lambda: ours.generate(idx, new_tokens, temperature=0),
+                "transformers": lambda: _hf_generate(theirs, idx, new_tokens),
+            },
+            device,
+            repeats,
+            warmup,
+        )
+    return {
+        "prompt_len": prompt_len,
+        "new_tokens": new_tokens,
+        "gpt2ln_ms": med["gpt2ln"] * 1e3,
+        "transformers_ms": med["transformers"] * 1e3,
+        "ratio": med["gpt2ln"] / med["transformers"],
+        "tokens_equal": check["equal"],
+        "mismatch": check["why"],
+    }
+
+
+def bench_layer_norm(
+    shapes: list[tuple[int, ...]] = LN_SHAPES,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    repeats: int = 10,
+    warmup: int = 2,
+    compile: bool = True,
+) -> list[dict[str, Any]]:
+    """Achieved GB/s (``2 * numel * itemsize`` bytes: one read, one write) of each norm at each shape.
+
+    ``copy_GBps`` is a plain out-of-place copy of x (``torch.empty_like(x).copy_(x)``, what
+    ``gpt2ln.numerics.copy_bandwidth`` times), the speed limit of a memory-bound kernel, timed in
+    the same interleaved rounds as the norms so that it sees the same machine load. A
+    ``torch.compile`` failure is recorded as its error string.
+    """
+    device = torch.device(device)
+    rows = []
+    for shape in shapes:
+        d = shape[-1]
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+        w = torch.randn(d, generator=gen).to(device=device, dtype=dtype)
+        bias = torch.randn(d, generator=gen).to(device=device, dtype=dtype)
+        nbytes = 2 * x.numel() * x.element_size()
+        fns: dict[str, Callable[[], Any]] = {
+            "gpt2ln.layer_norm": partial(layer_norm, x, w, bias),
+            "F.layer_norm": partial(F.layer_norm, x, (d,), w, bias, 1e-5),
+            "gpt2ln.rms_norm": partial(rms_norm, x, w),
+            "copy": partial(_copy, x),
+        }
+        compile_error = None
+        if compile:
+            try:
+                compiled = torch.compile(layer_norm)
+                with torch.inference_mode():
+                    compiled(x, w, bias)
+                fns["compiled gpt2ln.layer_norm"] = partial(compiled, x, w, bias)
+            except Exception as err:  # a missing compiler must not stop the benchmark
+                compile_error = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        with torch.inference_mode():
+            med = _timed(fns, device, repeats, warmup)
+        copy = nbytes / med.pop("copy") / 1e9
+        row: dict[str, Any] = {
+            "shape": list(shape),
+            "dtype": str(dtype).removeprefix("torch."),
+            "bytes_moved": nbytes,
+            "copy_GBps": copy,
+            "compile_error": compile_error,
+            "impls": {},
+        }
+        for name, sec in med.items():
+            gbps = nbytes / sec / 1e9
+            row["impls"][name] = {"us": sec * 1e6, "GBps": gbps, "fraction_of_copy": gbps / copy}
+        rows.append(row)
+    return rows
+
+
+def _copy(x: torch.Tensor) -> torch.Tensor:
+    """An out-of-place copy (as ``numerics.copy_bandwidth`` times it): reads and writes x once."""
+    return torch.empty_like(x).copy_(x)
+
+
+class _RssSampler:
+    """Samples the process's resident set size on a thread; ``peak`` is the largest seen."""
+
+    def __init__(self, interval: float = 0.001) -> None:
+        import psutil
+
+        self.proc = psutil.Process()
+        self.interval = interval
+        self.peak = self.proc.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(self.interval)
+
+    def __enter__(self) -> _RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def peak_memory(fn: Callable[[], Any], device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Extra peak memory (MiB) while ``fn()`` runs, above what was in use before it.
+
+    GPU: ``torch.cuda.max_memory_allocated`` (tensors only). MPS: ``torch.mps.driver_allocated_memory``
+    after the call (not a peak). CPU: the resident set sampled every millisecond with psutil (it
+    counts everything the process touches, including the allocator's cached pages; a spike shorter
+    than the sampling interval can be missed); without psutil, ``resource.getrusage`` maxrss, which
+    is the peak of the whole process so far and so shows only a *new* peak (0 if an earlier step
+    used more).
+    """
+    device = torch.device(device)
+    mib = 2**20
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return {
+            "method": "torch.cuda.max_memory_allocated",
+            "peak_MiB": (torch.cuda.max_memory_allocated(device) - before) / mib,
+        }
+    if device.type == "mps":
+        before = torch.mps.driver_allocated_memory()
+        fn()
+        torch.mps.synchronize()
+        return {
+            "method": "torch.mps.driver_allocated_memory (after, not a peak)",
+            "peak_MiB": (torch.mps.driver_allocated_memory() - before) / mib,
+        }
+    try:
+        sampler = _RssSampler()
+    except ImportError:
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        fn()
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        scale = 1 if platform.system() == "Darwin" else 1024  # bytes on macOS, KiB on Linux
+        return {
+            "method": "resource.getrusage maxrss delta (new process peak only)",
+            "peak_MiB": (after - before) * scale / mib,
+        }
+    before = sampler.proc.memory_info().rss
+    with sampler:
+        fn()
+    return {"method": "psutil RSS sampled every 1 ms", "peak_MiB": (sampler.peak - before) / mib}
+
+
+def profile_forward(model: GPT2, idx: torch.Tensor, top: int = 10) -> list[dict[str, Any]]:
+    """The ``top`` operators by self CPU time in one forward (after one warm-up), with their share."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode():
+        model(idx)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            model(idx)
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [
+        {
+            "op": e.key,
+            "calls": e.count,
+            "self_cpu_ms": e.self_cpu_time_total / 1e3,
+            "share": e.self_cpu_time_total / total,
+        }
+        for e in events[:top]
+    ]
+
+
+def run(
+    device: str = "cpu",
+    quick: bool = False,
+    config: GPT2Config | None = None,
+    forward_shapes: list[tuple[int, int]] | None = None,
+    ln_shapes: list[tuple[int, ...]] | None = None,
+    prompt_len: int = 32,
+    new_tokens: int = 128,
+    compile: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The whole benchmark; returns the JSON-able record. Defaults: GPT-2 small and the shapes above."""
+    dev = torch.device(device)
+    config = config or GPT2Config.from_preset("gpt2")
+    shapes = forward_shapes or (QUICK_FORWARD_SHAPES if quick else FORWARD_SHAPES)
+    repeats = 3 if quick else 7
+    record: dict[str, Any] = {
+        "command": f"python -m gpt2ln.bench{' --quick' if quick else ''} --device {device}",
+        "quick": quick,
+        "machine": machine_info(dev),
+        "goals": GOALS,
+        "config": {k: getattr(config, k) for k in ("vocab_size", "n_ctx", "n_embd", "n_layer", "n_head")},
+        "repeats": repeats,
+        "runs": {},
+    }
+    t_start = time.perf_counter()
+    dtypes = [torch.float32] + ([torch.bfloat16] if dev.type == "cuda" else [])
+    for dtype in dtypes:
+        name = str(dtype).removeprefix("torch.")
+        log(f"[{name}] models")
+        ours, theirs = make_pair(config, dev, dtype)
+        part: dict[str, Any] = {}
+        log(f"[{name}] forward {shapes}")
+        part["forward"] = bench_forward(
+            ours, theirs, shapes, repeats=repeats, atol=1e-3 if name == "float32" else 0.5
+        )
+        if dtype == torch.float32:
+            log(f"[{name}] generate {prompt_len}+{new_tokens}")
+            part["generate"] = bench_generate(
+                ours, theirs, prompt_len, new_tokens, repeats=max(2, repeats - 2)
+            )
+        log(f"[{name}] memory")
+        part["memory"] = []
+        for b, t in shapes:
+            idx = torch.randint(0, config.vocab_size, (b, t)).to(dev)
+            with torch.inference_mode():
+                part["memory"].append(
+                    {
+                        "B": b,
+                        "T": t,
+                        "gpt2ln": peak_memory(partial(ours, idx), dev),
+                        "transformers": peak_memory(partial(_hf_logits, theirs, idx), dev),
+                    }
+                )
+        log(f"[{name}] layer_norm")
+        part["layer_norm"] = bench_layer_norm(
+            ln_shapes or LN_SHAPES, dev, dtype, repeats=max(5, 3 * repeats), compile=compile
+        )
+        record["runs"][name] = part
+    b, t = (1, 256) if (1, 256) in shapes else shapes[0]
+    log(f"profile gpt2ln forward {b}x{t} (CPU)")
+    ours_cpu = make_pair(config, "cpu")[0]
+    record["profile"] = {
+        "B": b,
+        "T": t,
+        "top_ops": profile_forward(ours_cpu, torch.randint(0, config.vocab_size, (b, t))),
+    }
+    record["seconds"] = time.perf_counter() - t_start
+    record["machine"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    fp32 = record["runs"]["float32"]
+    record["summary"] = {
+        "forward_ratios": {f"{r['B']}x{r['T']}": r["ratio"] for r in fp32["forward"]},
+        "forward_goal_met": all(r["ratio"] <= GOALS["forward"] for r in fp32["forward"]),
+        "generate_ratio": fp32["generate"]["ratio"],
+        "generate_goal_met": fp32["generate"]["ratio"] <= GOALS["generate"],
+        "outputs_match": all(r["outputs_match"] for r in fp32["forward"])
+        and fp32["generate"]["tokens_equal"],
+    }
+    return record
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN/inf: replace them with None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m gpt2ln.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, skip 1x1024")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"])
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON record here")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's own choice)"
+    )
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available")
+    if args.device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        parser.error("--device mps: MPS is not available")
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads: expected an int >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    record = run(args.device, args.quick, compile=not args.no_compile)
+    if args.threads is not None:
+        record["command"] += f" --threads {args.threads}"
+    text = json.dumps(_finite(record), indent=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {args.out}")
+    print(json.dumps(record["summary"], indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
