@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from gpt2ln.config import GPT2Config
+from gpt2ln.loading import config_to_json
 from gpt2ln.model import GPT2
 from gpt2ln.norms import layer_norm, rms_norm
 from gpt2ln.numerics import time_interleaved
@@ -119,19 +120,9 @@ def make_pair(
 
     torch.manual_seed(seed)
     ours = GPT2(config).eval()
-    hf_cfg = transformers.GPT2Config(
-        vocab_size=config.vocab_size,
-        n_positions=config.n_ctx,
-        n_embd=config.n_embd,
-        n_layer=config.n_layer,
-        n_head=config.n_head,
-        layer_norm_epsilon=config.layer_norm_epsilon,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=config.vocab_size - 1,
-        eos_token_id=config.vocab_size - 1,
-    )
+    hf_json = config_to_json(config, dropout=0.0)
+    hf_json["bos_token_id"] = hf_json["eos_token_id"] = config.vocab_size - 1
+    hf_cfg = transformers.GPT2Config.from_dict(hf_json)
     theirs = transformers.GPT2LMHeadModel(hf_cfg).eval()
     state = ours.to_hf_state_dict()
     missing, unexpected = theirs.load_state_dict(state, strict=False)

@@ -141,6 +141,34 @@ def config_from_json(path: str | Path) -> GPT2Config:
     )
 
 
+def config_to_json(config: GPT2Config, dropout: float | None = None) -> dict:
+    """transformers' ``config.json`` for a GPT-2 of this shape (the inverse of
+    ``config_from_json``). ``dropout`` defaults to the config's own."""
+    p = config.dropout if dropout is None else dropout
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.n_ctx,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": None,
+        "activation_function": "gelu_new",
+        "resid_pdrop": p,
+        "embd_pdrop": p,
+        "attn_pdrop": p,
+        "layer_norm_epsilon": config.layer_norm_epsilon,
+        "initializer_range": 0.02,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "dtype": "float32",
+    }
+
+
 def _load_safetensors(weights: Path, config_json: Path | None) -> GPT2:
     from safetensors.torch import load_file
 

@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import save_file
 
 from gpt2ln import GPT2, GPT2Config, TrainConfig, load_pretrained, load_tokens, train
+from gpt2ln.loading import config_to_json
 from gpt2ln.tiny import evaluate
 from gpt2ln.train import TrainHistory
 
@@ -41,28 +42,7 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "gpt2ln" / "assets" / "tiny"
 
 def hf_config(config: GPT2Config) -> dict:
     """transformers' ``config.json`` for a GPT-2 of this shape (dropout as trained)."""
-    return {
-        "architectures": ["GPT2LMHeadModel"],
-        "model_type": "gpt2",
-        "vocab_size": config.vocab_size,
-        "n_positions": config.n_ctx,
-        "n_embd": config.n_embd,
-        "n_layer": config.n_layer,
-        "n_head": config.n_head,
-        "n_inner": None,
-        "activation_function": "gelu_new",
-        "resid_pdrop": config.dropout,
-        "embd_pdrop": config.dropout,
-        "attn_pdrop": config.dropout,
-        "layer_norm_epsilon": config.layer_norm_epsilon,
-        "initializer_range": 0.02,
-        "scale_attn_weights": True,
-        "tie_word_embeddings": True,
-        "use_cache": True,
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "dtype": "float32",
-    }
+    return config_to_json(config)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -3,23 +3,14 @@
 import transformers
 
 from gpt2ln import GPT2Config
+from gpt2ln.loading import config_to_json
 
 
 def hf_config(cfg: GPT2Config) -> transformers.GPT2Config:
     """The transformers config for the same GPT-2 shape (no dropout)."""
-    return transformers.GPT2Config(
-        vocab_size=cfg.vocab_size,
-        n_positions=cfg.n_ctx,
-        n_embd=cfg.n_embd,
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
-        layer_norm_epsilon=cfg.layer_norm_epsilon,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=cfg.vocab_size - 1,
-        eos_token_id=cfg.vocab_size - 1,
-    )
+    d = config_to_json(cfg, dropout=0.0)
+    d["bos_token_id"] = d["eos_token_id"] = cfg.vocab_size - 1
+    return transformers.GPT2Config.from_dict(d)
 
 
 def hf_model(cfg: GPT2Config) -> transformers.GPT2LMHeadModel:

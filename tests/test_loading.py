@@ -112,3 +112,14 @@ def test_hub_available_honours_offline_mode(monkeypatch):
     start = time.perf_counter()
     assert gpt2ln.hub_available() is False
     assert time.perf_counter() - start < 0.5
+
+
+def test_config_json_round_trips_and_loads_in_transformers(tmp_path):
+    import transformers
+
+    from gpt2ln.loading import config_from_json, config_to_json
+
+    (tmp_path / "config.json").write_text(json.dumps(config_to_json(CFG)))
+    assert config_from_json(tmp_path / "config.json") == CFG
+    hf_cfg = transformers.GPT2Config.from_dict(config_to_json(CFG, dropout=0.0))
+    assert (hf_cfg.n_positions, hf_cfg.n_head, hf_cfg.resid_pdrop) == (CFG.n_ctx, CFG.n_head, 0.0)
