@@ -3,7 +3,7 @@
 The package the book's chapters import once they have built each piece by hand.
 """
 
-from .attention import CausalSelfAttention, causal_mask
+from .attention import CausalSelfAttention, KVCache, causal_mask
 from .backward import LayerNormFunction, layer_norm_backward, layer_norm_fn
 from .blocks import MLP, Block, gelu
 from .config import PRESETS, GPT2Config
@@ -11,7 +11,7 @@ from .data import ByteTokenizer, get_batch, load_corpus, load_tokens
 from .device import get_device
 from .loading import hub_available, infer_config, load_pretrained, to_hf_state_dict
 from .model import GPT2
-from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm, set_fast
 from .numerics import (
     copy_bandwidth,
     time_fn,
@@ -35,6 +35,7 @@ __all__ = [
     "ByteTokenizer",
     "CausalSelfAttention",
     "GPT2Config",
+    "KVCache",
     "LayerNorm",
     "LayerNormFunction",
     "RMSNorm",
@@ -56,6 +57,7 @@ __all__ = [
     "load_tokens",
     "lr_at",
     "rms_norm",
+    "set_fast",
     "time_fn",
     "time_interleaved",
     "to_hf_state_dict",

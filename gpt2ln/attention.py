@@ -11,7 +11,62 @@ from torch import nn
 from .config import GPT2Config
 from .norms import LayerNorm, RMSNorm
 
-KVCache = tuple[torch.Tensor, torch.Tensor]  # keys, values: [B, H, T_past, D] each
+
+class KVCache:
+    """Keys and values of every layer, preallocated for ``max_len`` positions.
+
+    ``k``, ``v``: ``[n_layer, B, H, max_len, D]``; positions ``[0, length)`` are filled.
+    During one forward each layer calls :meth:`update` with its new keys and values
+    ``[B, H, T, D]``, written at ``[length, length + T)``; after the last layer the model
+    calls :meth:`advance` (``length += T``). Writing into a buffer costs one copy of the
+    new entries, where growing with ``torch.cat`` copies the whole past every step.
+    """
+
+    def __init__(
+        self,
+        n_layer: int,
+        batch: int,
+        n_head: int,
+        max_len: int,
+        head_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        shape = (n_layer, batch, n_head, max_len, head_dim)
+        self.k = torch.empty(shape, device=device, dtype=dtype)
+        self.v = torch.empty(shape, device=device, dtype=dtype)
+        self.max_len, self.length = max_len, 0
+
+    @classmethod
+    def for_model(
+        cls,
+        config: GPT2Config,
+        batch: int,
+        max_len: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> KVCache:
+        """An empty cache for a model with this config, ``max_len <= n_ctx`` positions."""
+        if not 1 <= max_len <= config.n_ctx:
+            raise ValueError(f"KVCache: expected 1 <= max_len <= n_ctx={config.n_ctx}, got {max_len}")
+        return cls(config.n_layer, batch, config.n_head, max_len, config.head_dim, device, dtype)
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store layer ``layer``'s new k, v ``[B, H, T, D]``; return all its keys and values so far
+        ``[B, H, length + T, D]`` (views into the buffer, no copy)."""
+        end = self.length + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"KVCache: {end} positions do not fit in max_len={self.max_len}")
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def advance(self, t: int) -> None:
+        """Mark ``t`` more positions as filled (called once per forward, after every layer)."""
+        self.length += t
+
+    def reset(self) -> None:
+        self.length = 0
 
 
 def make_norm(config: GPT2Config, d: int) -> nn.Module:
@@ -61,11 +116,14 @@ class CausalSelfAttention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        past: KVCache | None = None,
+        kv_cache: KVCache | None = None,
         cache: dict[str, torch.Tensor] | None = None,
         layer: int = 0,
-    ) -> tuple[torch.Tensor, KVCache]:
-        """x: ``[B, T, d]`` -> (``[B, T, d]``, (keys, values) including ``past``).
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x: ``[B, T, d]`` -> (``[B, T, d]``, (keys, values) ``[B, H, T_k, D]``).
+
+        With ``kv_cache`` the new keys and values are appended to layer ``layer``'s
+        entries and attention runs over all of them (``T_k = past + T``).
 
         With ``cache`` (a dict) the explicit path runs and stores the scaled,
         pre-softmax ``attn_scores.{layer}`` ``[B, H, T, T_k]`` (masked entries -inf)
@@ -76,15 +134,15 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
+        past = 0 if kv_cache is None else kv_cache.length
+        if kv_cache is not None:
+            k, v = kv_cache.update(layer, k, v)
         t_k = k.shape[2]
         if self.track_max_score:
             self.max_score = self.max_abs_score(q, k)
         p_drop = self.dropout if self.training else 0.0
         if cache is None:
-            if past is None:
+            if past == 0:
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
             else:
                 mask = None if T == 1 else causal_mask(T, t_k, x.device)

@@ -48,19 +48,19 @@ class Block(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        past: KVCache | None = None,
+        kv_cache: KVCache | None = None,
         cache: dict[str, torch.Tensor] | None = None,
         layer: int = 0,
-    ) -> tuple[torch.Tensor, KVCache]:
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """x: ``[B, T, d]`` -> (``[B, T, d]``, this layer's keys and values)."""
         if self.pre:
-            a, present = self.attn(self.ln_1(x), past, cache, layer)
+            a, present = self.attn(self.ln_1(x), kv_cache, cache, layer)
             x = x + a
             mid = x
             m = self.mlp(self.ln_2(x))
             x = x + m
         else:
-            a, present = self.attn(x, past, cache, layer)
+            a, present = self.attn(x, kv_cache, cache, layer)
             x = self.ln_1(x + a)
             mid = x
             m = self.mlp(x)

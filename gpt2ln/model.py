@@ -77,10 +77,8 @@ class GPT2(nn.Module):
             raise ValueError(f"GPT2: expected a non-empty batch [B, T], got shape {tuple(idx.shape)}")
         n_ctx = self.config.n_ctx
         if past_len + T > n_ctx:
-            raise ValueError(
-                f"GPT2: sequence length {past_len + T} exceeds the context window n_ctx={n_ctx}"
-            )
-        lo, hi = int(idx.min()), int(idx.max())
+            raise ValueError(f"GPT2: sequence length {past_len + T} exceeds the context window n_ctx={n_ctx}")
+        lo, hi = (int(v) for v in torch.aminmax(idx))  # one device sync for both
         if lo < 0 or hi >= self.config.vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(
@@ -90,32 +88,40 @@ class GPT2(nn.Module):
     def _run(
         self,
         idx: torch.Tensor,
-        past: list[KVCache] | None = None,
+        kv_cache: KVCache | None = None,
         cache: dict[str, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, list[KVCache]]:
-        """idx ``[B, T]`` (already checked) -> logits ``[B, T, vocab]`` and keys/values per layer."""
-        past_len = 0 if past is None else past[0][0].shape[2]
+        last_only: bool = False,
+    ) -> torch.Tensor:
+        """idx ``[B, T]`` (already checked) -> logits ``[B, T, vocab]``.
+
+        With ``kv_cache`` idx continues the cached positions and its keys and values
+        are added to the cache. ``last_only`` computes the logits of the last position
+        only (``[B, 1, vocab]``), all generation needs: the unembedding is the largest
+        single matrix product of a short forward.
+        """
+        past_len = 0 if kv_cache is None else kv_cache.length
         T = idx.shape[1]
         pos = torch.arange(past_len, past_len + T, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, d]
-        presents = []
         for layer, block in enumerate(self.h):
             if cache is not None:
                 cache[f"resid_pre.{layer}"] = x
-            x, kv = block(x, None if past is None else past[layer], cache, layer)
-            presents.append(kv)
+            x, _ = block(x, kv_cache, cache, layer)
+        if kv_cache is not None:
+            kv_cache.advance(T)
         if cache is not None:
             cache[f"resid_pre.{len(self.h)}"] = x
+        if last_only:
+            x = x[:, -1:]
         x = self.ln_f(x)
         if cache is not None:
             cache["ln_f.out"] = x
-        logits = x @ self.wte.weight.T  # [B, T, vocab], tied unembedding
-        return logits, presents
+        return x @ self.wte.weight.T  # [B, T, vocab], tied unembedding
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx: int64 ``[B, T]`` with ``T <= n_ctx`` -> logits ``[B, T, vocab_size]``."""
         self.check_idx(idx)
-        return self._run(idx)[0]
+        return self._run(idx)
 
     def run_with_cache(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Forward pass that also returns the activations, by name.
@@ -127,7 +133,7 @@ class GPT2(nn.Module):
         """
         self.check_idx(idx)
         cache: dict[str, torch.Tensor] = {}
-        logits, _ = self._run(idx, cache=cache)
+        logits = self._run(idx, cache=cache)
         return logits, cache
 
     # --------------------------------------------------------------- generation
@@ -158,14 +164,22 @@ class GPT2(nn.Module):
             raise ValueError(f"generate: expected top_k to be None or an int >= 1, got {top_k!r}")
         n_ctx = self.config.n_ctx
         self.check_idx(idx[:, -n_ctx:] if isinstance(idx, torch.Tensor) and idx.ndim == 2 else idx)
-        past: list[KVCache] | None = None
-        for _ in range(max_new_tokens):
-            if use_cache and past is not None and past[0][0].shape[2] < n_ctx:
-                logits, past = self._run(idx[:, -1:], past)
-            else:
-                logits, past = self._run(idx[:, -n_ctx:])
-            idx = torch.cat([idx, self._sample(logits[:, -1, :], temperature, top_k, generator)], dim=1)
-        return idx
+        B, T0 = idx.shape
+        out = torch.empty(B, T0 + max_new_tokens, dtype=idx.dtype, device=idx.device)
+        out[:, :T0] = idx
+        kv = None
+        if use_cache and max_new_tokens > 0:
+            max_len = min(n_ctx, T0 + max_new_tokens)
+            kv = KVCache.for_model(self.config, B, max_len, idx.device, self.wte.weight.dtype)
+        for t in range(T0, T0 + max_new_tokens):
+            if kv is not None and 0 < kv.length < kv.max_len:
+                logits = self._run(out[:, t - 1 : t], kv, last_only=True)  # the newest token only
+            else:  # first step, no cache, or the window is full: run the last n_ctx tokens
+                if kv is not None:
+                    kv.reset()
+                logits = self._run(out[:, max(0, t - n_ctx) : t], kv, last_only=True)
+            out[:, t : t + 1] = self._sample(logits[:, -1, :], temperature, top_k, generator)
+        return out
 
     @staticmethod
     def _sample(

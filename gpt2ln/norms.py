@@ -15,6 +15,7 @@ model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -100,42 +101,84 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     return y.to(x.dtype)
 
 
-class LayerNorm(nn.Module):
-    """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``."""
+def _check_module_args(d: int, eps: float, name: str) -> None:
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise ValueError(f"{name}: expected a positive integer width d, got {d!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"{name}: expected eps > 0, got eps={eps!r}")
 
-    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+
+def _check_module_input(x: torch.Tensor, d: int, name: str) -> None:
+    """The cheap checks a module's fast path needs: a float tensor ``[..., d]``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected x to be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name}: expected a floating-point tensor, got dtype {x.dtype}; convert with x.float()"
+        )
+    if x.ndim == 0 or x.shape[-1] != d:
+        raise ValueError(f"{name}: expected x of shape [..., {d}], got shape {tuple(x.shape)}")
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``.
+
+    ``fast=True`` (the default) runs PyTorch's fused kernel ``F.layer_norm``, one pass
+    over memory; ``fast=False`` runs the readable :func:`layer_norm` above, seven
+    elementwise kernels. They compute the same formula (tested to float32 rounding,
+    and in float16/bfloat16 both accumulate in float32), so the model can be read
+    with the slow path and run with the fast one.
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, fast: bool = True) -> None:
         super().__init__()
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"LayerNorm: expected a positive integer width d, got {d!r}")
-        if not eps > 0:
-            raise ValueError(f"LayerNorm: expected eps > 0, got eps={eps}")
-        self.d, self.eps = d, float(eps)
+        _check_module_args(d, eps, "LayerNorm")
+        self.d, self.eps, self.fast = d, float(eps), bool(fast)
         self.weight = nn.Parameter(torch.ones(d))
         self.bias = nn.Parameter(torch.zeros(d)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: ``[..., d]`` -> ``[..., d]``."""
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        if not self.fast:
+            return layer_norm(x, self.weight, self.bias, self.eps)
+        _check_module_input(x, self.d, "LayerNorm")
+        return F.layer_norm(x, (self.d,), self.weight.to(x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.d}, eps={self.eps}, bias={self.bias is not None}"
+        return f"{self.d}, eps={self.eps}, bias={self.bias is not None}, fast={self.fast}"
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias."""
+    """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias.
 
-    def __init__(self, d: int, eps: float = 1e-6) -> None:
+    ``fast=True`` runs ``F.rms_norm`` (fused), ``fast=False`` the readable :func:`rms_norm`.
+    """
+
+    def __init__(self, d: int, eps: float = 1e-6, fast: bool = True) -> None:
         super().__init__()
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise ValueError(f"RMSNorm: expected a positive integer width d, got {d!r}")
-        if not eps > 0:
-            raise ValueError(f"RMSNorm: expected eps > 0, got eps={eps}")
-        self.d, self.eps = d, float(eps)
+        _check_module_args(d, eps, "RMSNorm")
+        self.d, self.eps, self.fast = d, float(eps), bool(fast)
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: ``[..., d]`` -> ``[..., d]``."""
-        return rms_norm(x, self.weight, self.eps)
+        if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
+            return rms_norm(x, self.weight, self.eps)
+        _check_module_input(x, self.d, "RMSNorm")
+        return F.rms_norm(x, (self.d,), self.weight.to(x.dtype), self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.d}, eps={self.eps}"
+        return f"{self.d}, eps={self.eps}, fast={self.fast}"
+
+
+def _cast(p: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    return None if p is None else p.to(dtype)
+
+
+def set_fast(module: nn.Module, fast: bool) -> nn.Module:
+    """Switch every :class:`LayerNorm`/:class:`RMSNorm` inside ``module`` to the fused
+    (``fast=True``) or the readable (``fast=False``) path; returns ``module``."""
+    for m in module.modules():
+        if isinstance(m, (LayerNorm, RMSNorm)):
+            m.fast = bool(fast)
+    return module

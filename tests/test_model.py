@@ -5,7 +5,7 @@ import pytest
 import torch
 from hf_utils import hf_model
 
-from gpt2ln import GPT2, GPT2Config
+from gpt2ln import GPT2, GPT2Config, KVCache
 
 SMALL = GPT2Config(vocab_size=97, n_ctx=32, n_embd=48, n_layer=3, n_head=4)
 
@@ -231,3 +231,45 @@ def test_bad_idx_is_named():
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, temperature=-1.0)
     with pytest.raises(ValueError, match="top_k"):
         model.generate(torch.zeros(1, 2, dtype=torch.long), 2, top_k=0)
+
+
+def test_kv_cache_in_chunks_equals_one_full_forward():
+    model = GPT2(SMALL.replace(qk_norm=True)).eval()
+    idx = torch.randint(0, SMALL.vocab_size, (2, 20))
+    kv = KVCache.for_model(SMALL, batch=2, max_len=20)
+    with torch.no_grad():
+        full = model(idx)
+        parts = [model._run(idx[:, a:b], kv) for a, b in [(0, 7), (7, 8), (8, 20)]]
+    assert kv.length == 20
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=0)
+
+
+def test_kv_cache_refuses_to_overflow_and_bad_sizes():
+    kv = KVCache.for_model(SMALL, batch=1, max_len=4)
+    assert kv.k.shape == (SMALL.n_layer, 1, SMALL.n_head, 4, SMALL.head_dim)
+    with pytest.raises(ValueError, match="5 positions do not fit in max_len=4"):
+        kv.update(
+            0,
+            torch.zeros(1, SMALL.n_head, 5, SMALL.head_dim),
+            torch.zeros(1, SMALL.n_head, 5, SMALL.head_dim),
+        )
+    with pytest.raises(ValueError, match=r"1 <= max_len <= n_ctx=32, got 33"):
+        KVCache.for_model(SMALL, batch=1, max_len=33)
+
+
+def test_last_only_logits_are_the_last_row_of_the_full_logits():
+    model = GPT2(SMALL).eval()
+    idx = torch.randint(0, SMALL.vocab_size, (3, 11))
+    with torch.no_grad():
+        last = model._run(idx, last_only=True)
+        full = model(idx)
+    assert last.shape == (3, 1, SMALL.vocab_size)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=0)
+
+
+def test_generation_keeps_the_prompt_dtype_and_handles_zero_new_tokens():
+    model = GPT2(SMALL).eval()
+    idx = torch.randint(0, SMALL.vocab_size, (2, 4), dtype=torch.int32)
+    assert torch.equal(model.generate(idx, 0), idx)
+    out = model.generate(idx, 3, temperature=0)
+    assert out.dtype == torch.int32 and torch.equal(out[:, :4], idx)

@@ -91,9 +91,7 @@ def test_rms_norm_half_precision(dtype):
     x = (torch.randn(4, 768) * 1e3).to(dtype)
     y = rms_norm(x)
     assert y.dtype == dtype and torch.isfinite(y).all()
-    np.testing.assert_allclose(
-        y.double().numpy(), rms_norm_f64(x.double().numpy(), np.ones(768)), atol=2e-2
-    )
+    np.testing.assert_allclose(y.double().numpy(), rms_norm_f64(x.double().numpy(), np.ones(768)), atol=2e-2)
 
 
 def test_gradcheck_float64():
@@ -148,3 +146,72 @@ def test_get_device_returns_an_available_device():
     dev = gpt2ln.get_device()
     assert dev.type in ("cuda", "mps", "cpu")
     torch.zeros(1, device=dev)  # usable
+
+
+# ---------------------------------------------------------------- fast paths
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [(torch.float64, 1e-12), (torch.float32, 2e-6), (torch.bfloat16, 3e-2), (torch.float16, 4e-3)],
+)
+def test_module_fast_path_equals_the_readable_function(cls, dtype, tol):
+    torch.manual_seed(0)
+    d = 64
+    fast, slow = cls(d), cls(d, fast=False)
+    assert fast.fast and not slow.fast
+    with torch.no_grad():
+        for m in (fast, slow):
+            m.weight.copy_(torch.linspace(0.5, 1.5, d))
+            if getattr(m, "bias", None) is not None:
+                m.bias.copy_(torch.linspace(-0.2, 0.2, d))
+    fast, slow = fast.to(dtype), slow.to(dtype)
+    x = (torch.randn(3, 5, d, dtype=torch.float64) * 3 + 1).to(dtype)
+    y_fast, y_slow = fast(x), slow(x)
+    assert y_fast.dtype == y_slow.dtype == dtype
+    torch.testing.assert_close(y_fast.double(), y_slow.double(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+def test_module_fast_path_gradients_equal_the_readable_ones(cls):
+    torch.manual_seed(1)
+    d = 32
+    fast, slow = cls(d).double(), cls(d, fast=False).double()
+    slow.load_state_dict(fast.state_dict())
+    with torch.no_grad():
+        for m in (fast, slow):
+            m.weight.add_(0.3)
+    x = torch.randn(4, 7, d, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(4, 7, d, dtype=torch.float64)
+    grads = []
+    for m in (fast, slow):
+        (gx,) = torch.autograd.grad((m(x) * upstream).sum(), x)
+        grads.append((gx, *torch.autograd.grad((m(x) * upstream).sum(), list(m.parameters()))))
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    assert torch.autograd.gradcheck(fast, (x,))
+
+
+def test_set_fast_switches_every_norm_in_a_model():
+    model = gpt2ln.GPT2(
+        gpt2ln.GPT2Config(vocab_size=50, n_ctx=16, n_embd=32, n_layer=2, n_head=4, qk_norm=True)
+    )
+    norms = [m for m in model.modules() if isinstance(m, (LayerNorm, RMSNorm))]
+    assert len(norms) == 2 * 2 + 2 * 2 + 1 and all(m.fast for m in norms)
+    idx = torch.randint(0, 50, (2, 9))
+    with torch.no_grad():
+        fast = model(idx)
+        assert gpt2ln.set_fast(model, False) is model
+        assert not any(m.fast for m in norms)
+        slow = model(idx)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cls", [LayerNorm, RMSNorm])
+def test_module_bad_input_is_named_on_the_fast_path(cls):
+    m = cls(8)
+    with pytest.raises(ValueError, match=r"expected x of shape \[\.\.\., 8\], got shape \(2, 7\)"):
+        m(torch.randn(2, 7))
+    with pytest.raises(TypeError, match="floating-point"):
+        m(torch.ones(2, 8, dtype=torch.int64))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        m([1.0] * 8)
