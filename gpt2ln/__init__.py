@@ -11,7 +11,7 @@ from .data import ByteTokenizer, get_batch, load_corpus, load_tokens
 from .device import get_device
 from .loading import hub_available, infer_config, load_pretrained, to_hf_state_dict
 from .model import GPT2
-from .norms import LayerNorm, RMSNorm, layer_norm, rms_norm, set_fast
+from .norms import DyT, LayerNorm, RMSNorm, dyt, layer_norm, rms_norm, set_fast
 from .numerics import (
     copy_bandwidth,
     time_fn,
@@ -23,7 +23,7 @@ from .numerics import (
     welford_merge,
 )
 from .tiny import load_tiny
-from .train import TrainConfig, estimate_loss, lr_at, train
+from .train import TrainConfig, estimate_loss, lr_at, lr_sensitivity, train
 
 __version__ = "0.1.0"
 
@@ -34,6 +34,7 @@ __all__ = [
     "Block",
     "ByteTokenizer",
     "CausalSelfAttention",
+    "DyT",
     "GPT2Config",
     "KVCache",
     "LayerNorm",
@@ -42,6 +43,7 @@ __all__ = [
     "TrainConfig",
     "causal_mask",
     "copy_bandwidth",
+    "dyt",
     "estimate_loss",
     "gelu",
     "get_batch",
@@ -56,6 +58,7 @@ __all__ = [
     "load_tiny",
     "load_tokens",
     "lr_at",
+    "lr_sensitivity",
     "rms_norm",
     "set_fast",
     "time_fn",

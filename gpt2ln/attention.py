@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import GPT2Config
-from .norms import LayerNorm, RMSNorm
+from .norms import DyT, LayerNorm, RMSNorm
 
 
 class KVCache:
@@ -70,9 +70,13 @@ class KVCache:
 
 
 def make_norm(config: GPT2Config, d: int) -> nn.Module:
-    """The norm the config asks for, of width d."""
+    """The norm the config asks for, of width d (``nn.Identity`` for ``norm="none"``)."""
     if config.norm == "rmsnorm":
         return RMSNorm(d, eps=config.layer_norm_epsilon)
+    if config.norm == "dyt":
+        return DyT(d, alpha_init=config.dyt_alpha)
+    if config.norm == "none":
+        return nn.Identity()
     return LayerNorm(d, eps=config.layer_norm_epsilon)
 
 

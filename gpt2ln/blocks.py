@@ -31,19 +31,29 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One transformer block.
+    """One transformer block; ``config.norm_position`` places the norms.
 
     pre-norm (GPT-2):  ``x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))``
     post-norm (GPT-1): ``x = ln_1(x + attn(x)); x = ln_2(x + mlp(x))``
+    peri (Peri-LN):    ``x = x + ln_attn_out(attn(ln_1(x))); x = x + ln_mlp_out(mlp(ln_2(x)))``
+    olmo2:             ``x = x + ln_1(attn(x)); x = x + ln_2(mlp(x))``
+    deepnorm:          ``x = ln_1(alpha x + attn(x)); x = ln_2(alpha x + mlp(x))``
+
+    ``ln_1`` is always the attention sub-block's norm and ``ln_2`` the MLP's, wherever
+    they sit; Peri-LN adds the output norms ``ln_attn_out`` and ``ln_mlp_out``.
     """
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__()
-        self.pre = config.norm_position == "pre"
+        self.position = config.norm_position
         self.ln_1 = make_norm(config, config.n_embd)
         self.attn = CausalSelfAttention(config)
         self.ln_2 = make_norm(config, config.n_embd)
         self.mlp = MLP(config)
+        if self.position == "peri":
+            self.ln_attn_out = make_norm(config, config.n_embd)
+            self.ln_mlp_out = make_norm(config, config.n_embd)
+        self.alpha = config.deepnorm_alpha if self.position == "deepnorm" else 1.0
 
     def forward(
         self,
@@ -52,21 +62,38 @@ class Block(nn.Module):
         cache: dict[str, torch.Tensor] | None = None,
         layer: int = 0,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x: ``[B, T, d]`` -> (``[B, T, d]``, this layer's keys and values)."""
-        if self.pre:
+        """x: ``[B, T, d]`` -> (``[B, T, d]``, this layer's keys and values).
+
+        With ``cache`` it records ``attn_out.{layer}`` and ``mlp_out.{layer}`` (what each
+        sub-block adds, or for post-norm/DeepNorm feeds to its norm) and ``resid_mid.{layer}``
+        (the stream between the two sub-blocks).
+        """
+        pos = self.position
+        if pos in ("pre", "peri"):
             a, present = self.attn(self.ln_1(x), kv_cache, cache, layer)
-            x = x + a
-            mid = x
+            if pos == "peri":
+                a = self.ln_attn_out(a)
+            x = mid = x + a
             m = self.mlp(self.ln_2(x))
+            if pos == "peri":
+                m = self.ln_mlp_out(m)
             x = x + m
-        else:
+        elif pos == "olmo2":
             a, present = self.attn(x, kv_cache, cache, layer)
-            x = self.ln_1(x + a)
-            mid = x
+            a = self.ln_1(a)
+            x = mid = x + a
+            m = self.ln_2(self.mlp(x))
+            x = x + m
+        else:  # post, deepnorm (alpha = 1 for post)
+            a, present = self.attn(x, kv_cache, cache, layer)
+            x = mid = self.ln_1(self._scaled(x) + a)
             m = self.mlp(x)
-            x = self.ln_2(x + m)
+            x = self.ln_2(self._scaled(x) + m)
         if cache is not None:
             cache[f"attn_out.{layer}"] = a
             cache[f"resid_mid.{layer}"] = mid
             cache[f"mlp_out.{layer}"] = m
         return x, present
+
+    def _scaled(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.alpha == 1.0 else x * self.alpha

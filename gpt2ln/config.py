@@ -5,22 +5,36 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-NORMS = ("layernorm", "rmsnorm")
-NORM_POSITIONS = ("pre", "post")
+NORMS = ("layernorm", "rmsnorm", "dyt", "none")
+NORM_POSITIONS = ("pre", "post", "peri", "olmo2", "deepnorm")
 
 
 @dataclass
 class GPT2Config:
     """Shape and normalization of a GPT-2 model.
 
-    The defaults are GPT-2 small (124M). ``norm_position="pre"`` is GPT-2's block
-    ``x = x + f(norm(x))``; ``"post"`` is the original Transformer / GPT-1 block
-    ``x = norm(x + f(x))``. ``qk_norm`` normalizes each head's queries and keys over
-    the head dimension before the dot product. ``final_norm`` is ``ln_f`` after the
-    last block (default: on for pre-norm, off for post-norm, whose last sub-block
-    already ends in a norm). ``scale_resid_init`` scales the init of the projections
-    that write to the residual stream (``c_proj``) by 1/sqrt(2 n_layer), as
-    transformers does; the released TensorFlow code does not.
+    The defaults are GPT-2 small (124M). ``norm`` is the normalization used everywhere
+    (``ln_1``, ``ln_2``, ``ln_f`` and QK-norm): ``"layernorm"``, ``"rmsnorm"``,
+    ``"dyt"`` (Dynamic Tanh, ``weight * tanh(alpha x) + bias``, Zhu et al. 2025, with
+    ``alpha`` starting at ``dyt_alpha``) or ``"none"`` (identity: no normalization).
+
+    ``norm_position`` places it in each block, for each sub-layer ``f`` (attention, MLP):
+
+    - ``"pre"`` (GPT-2): ``x = x + f(norm(x))``
+    - ``"post"`` (original Transformer, GPT-1): ``x = norm(x + f(x))``
+    - ``"peri"`` (Peri-LN, Gemma 2's sandwich): ``x = x + norm_out(f(norm_in(x)))``
+    - ``"olmo2"`` (OLMo 2's reordered norm): ``x = x + norm(f(x))``
+    - ``"deepnorm"`` (DeepNet, Wang et al. 2022): ``x = norm(alpha * x + f(x))`` with
+      ``alpha = (2 n_layer)^(1/4)``, and the value, output and MLP weights initialized
+      with std ``0.02 * beta``, ``beta = (8 n_layer)^(-1/4)`` (the decoder-only constants).
+
+    ``qk_norm`` normalizes each head's queries and keys over the head dimension before
+    the dot product. ``final_norm`` is ``ln_f`` after the last block (default: on where
+    the residual stream itself is never normalized, ``pre``/``peri``/``olmo2``; off for
+    ``post``/``deepnorm``, whose last sub-block already ends in a norm).
+    ``scale_resid_init`` scales the init of the projections that write to the residual
+    stream (``c_proj``) by 1/sqrt(2 n_layer), as transformers does; the released
+    TensorFlow code does not (DeepNorm uses its own beta instead).
     """
 
     vocab_size: int = 50257
@@ -35,6 +49,7 @@ class GPT2Config:
     final_norm: bool | None = None
     scale_resid_init: bool = True
     dropout: float = 0.0
+    dyt_alpha: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_ctx", "n_embd", "n_layer", "n_head"):
@@ -55,6 +70,14 @@ class GPT2Config:
             raise ValueError(f"GPT2Config: expected layer_norm_epsilon > 0, got {self.layer_norm_epsilon}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPT2Config: expected 0 <= dropout < 1, got {self.dropout}")
+        if (
+            isinstance(self.dyt_alpha, bool)
+            or not isinstance(self.dyt_alpha, (int, float))
+            or not self.dyt_alpha > 0
+        ):
+            raise ValueError(f"GPT2Config: expected dyt_alpha > 0, got {self.dyt_alpha!r}")
+        if self.qk_norm and self.norm == "none":
+            raise ValueError('GPT2Config: qk_norm=True needs a norm; got norm="none"')
         if self.final_norm is not None and not isinstance(self.final_norm, bool):
             raise ValueError(
                 f"GPT2Config: expected final_norm to be True, False or None, got {self.final_norm!r}"
@@ -63,7 +86,30 @@ class GPT2Config:
     @property
     def use_final_norm(self) -> bool:
         """Whether the model has ``ln_f``: ``final_norm``, or if None, pre-norm only."""
-        return self.norm_position == "pre" if self.final_norm is None else self.final_norm
+        if self.final_norm is None:
+            return self.norm_position in ("pre", "peri", "olmo2")
+        return self.final_norm
+
+    @property
+    def deepnorm_alpha(self) -> float:
+        """DeepNorm's residual scale ``(2 n_layer)^(1/4)`` (decoder-only)."""
+        return (2 * self.n_layer) ** 0.25
+
+    @property
+    def deepnorm_beta(self) -> float:
+        """DeepNorm's init scale ``(8 n_layer)^(-1/4)`` (decoder-only)."""
+        return (8 * self.n_layer) ** -0.25
+
+    @property
+    def is_gpt2(self) -> bool:
+        """True when this is GPT-2's own architecture (pre-norm LayerNorm, ``ln_f``, no QK-norm),
+        the only one transformers' ``GPT2LMHeadModel`` can hold."""
+        return (self.norm, self.norm_position, self.qk_norm, self.use_final_norm) == (
+            "layernorm",
+            "pre",
+            False,
+            True,
+        )
 
     @property
     def head_dim(self) -> int:

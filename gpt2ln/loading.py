@@ -27,9 +27,7 @@ from .model import GPT2
 
 CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
-HUB_ALIASES = {
-    name: f"openai-community/{name}" for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
-}
+HUB_ALIASES = {name: f"openai-community/{name}" for name in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")}
 
 
 def _is_conv1d(key: str) -> bool:
@@ -143,7 +141,14 @@ def config_from_json(path: str | Path) -> GPT2Config:
 
 def config_to_json(config: GPT2Config, dropout: float | None = None) -> dict:
     """transformers' ``config.json`` for a GPT-2 of this shape (the inverse of
-    ``config_from_json``). ``dropout`` defaults to the config's own."""
+    ``config_from_json``). ``dropout`` defaults to the config's own. Only for GPT-2's own
+    architecture (``config.is_gpt2``): transformers' GPT-2 has no place for the variants."""
+    if not config.is_gpt2:
+        raise ValueError(
+            "config_to_json: transformers' GPT-2 is pre-norm LayerNorm with ln_f and no QK-norm; got "
+            f"norm={config.norm!r}, norm_position={config.norm_position!r}, qk_norm={config.qk_norm}, "
+            f"final norm {config.use_final_norm}"
+        )
     p = config.dropout if dropout is None else dropout
     return {
         "architectures": ["GPT2LMHeadModel"],

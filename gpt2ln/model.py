@@ -11,7 +11,7 @@ from torch import nn
 from .attention import KVCache, make_norm
 from .blocks import Block
 from .config import GPT2Config
-from .norms import LayerNorm, RMSNorm
+from .norms import DyT, LayerNorm, RMSNorm
 
 
 class GPT2(nn.Module):
@@ -40,17 +40,27 @@ class GPT2(nn.Module):
         """GPT-2's init: weights N(0, 0.02), wpe N(0, 0.01), biases 0, norm gains 1.
 
         With ``config.scale_resid_init`` the ``c_proj`` weights (which write to the
-        residual stream) get std 0.02 / sqrt(2 n_layer), as in transformers.
+        residual stream) get std 0.02 / sqrt(2 n_layer), as in transformers. DyT's
+        ``alpha`` starts at ``config.dyt_alpha``. DeepNorm instead scales the value,
+        ``c_proj`` and ``c_fc`` weights by its beta (std 0.02 beta), the queries and keys not.
         """
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 module.weight.normal_(0.0, 0.02)
-            if isinstance(module, (LayerNorm, RMSNorm)):
+            if isinstance(module, (LayerNorm, RMSNorm, DyT)):
                 module.weight.fill_(1.0)
+            if isinstance(module, DyT):
+                module.alpha.fill_(module.alpha_init)
             if getattr(module, "bias", None) is not None and isinstance(module.bias, torch.Tensor):
                 module.bias.zero_()
         self.wpe.weight.normal_(0.0, 0.01)
-        if self.config.scale_resid_init:
+        if self.config.norm_position == "deepnorm":
+            beta, d = self.config.deepnorm_beta, self.config.n_embd
+            for block in self.h:
+                block.attn.c_attn.weight[2 * d :].mul_(beta)  # rows [2d, 3d): the values
+                for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+                    lin.weight.mul_(beta)
+        elif self.config.scale_resid_init:
             for block in self.h:
                 for proj in (block.attn.c_proj, block.mlp.c_proj):
                     proj.weight.normal_(0.0, 0.02 / math.sqrt(2 * self.config.n_layer))

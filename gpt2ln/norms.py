@@ -171,6 +171,57 @@ class RMSNorm(nn.Module):
         return f"{self.d}, eps={self.eps}, fast={self.fast}"
 
 
+def dyt(
+    x: torch.Tensor,
+    alpha: torch.Tensor | float,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Dynamic Tanh (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias``, elementwise.
+
+    x: ``[..., d]``; alpha: a number or a 1-element tensor; weight, bias: ``[d]`` or None.
+    No statistics at all: each feature is squashed on its own, so DyT costs one
+    elementwise pass and never looks across the d features the way a norm does.
+    """
+    _check_input(x, 1.0, "dyt")
+    d = x.shape[-1]
+    _check_param(weight, d, "weight", "dyt")
+    _check_param(bias, d, "bias", "dyt")
+    y = torch.tanh(alpha * x)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh, a drop-in replacement for a norm: ``weight * tanh(alpha * x) + bias``.
+
+    ``alpha`` is one learnable scalar (shape ``[1]``, starting at ``alpha_init``);
+    ``weight`` (ones) and ``bias`` (zeros) are ``[d]``, the same roles as LayerNorm's
+    ``g`` and ``b``.
+    """
+
+    def __init__(self, d: int, alpha_init: float = 0.5) -> None:
+        super().__init__()
+        _check_module_args(d, 1.0, "DyT")
+        if isinstance(alpha_init, bool) or not isinstance(alpha_init, (int, float)) or not alpha_init > 0:
+            raise ValueError(f"DyT: expected alpha_init > 0, got {alpha_init!r}")
+        self.d, self.alpha_init = d, float(alpha_init)
+        self.alpha = nn.Parameter(torch.full((1,), self.alpha_init))
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: ``[..., d]`` -> ``[..., d]``."""
+        _check_module_input(x, self.d, "DyT")
+        return torch.tanh(self.alpha.to(x.dtype) * x) * self.weight.to(x.dtype) + self.bias.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, alpha_init={self.alpha_init}"
+
+
 def _cast(p: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     return None if p is None else p.to(dtype)
 

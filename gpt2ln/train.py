@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -146,6 +147,24 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.min_lr
     progress = (step - cfg.warmup_steps) / (cfg.steps - cfg.warmup_steps)  # 0 -> 1
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def lr_sensitivity(losses: Sequence[float], loss_init: float) -> float:
+    """Learning-rate sensitivity of a sweep (Wortsman et al. 2023), as in chapter 8.
+
+    losses: the final loss of each run of a learning-rate sweep (NaN/inf for a run that
+    diverged); loss_init: the loss at initialization. Each loss is capped at loss_init
+    (a diverged run counts as loss_init), and the result is the mean over the sweep of
+    ``capped - min(capped)``: 0 when every learning rate does as well as the best.
+    """
+    values = [float(x) for x in losses]
+    if not values:
+        raise ValueError("lr_sensitivity: expected at least one loss, got an empty sweep")
+    if not math.isfinite(loss_init):
+        raise ValueError(f"lr_sensitivity: expected a finite loss_init, got {loss_init}")
+    capped = [loss_init if not math.isfinite(x) else min(x, loss_init) for x in values]
+    best = min(capped)
+    return sum(x - best for x in capped) / len(capped)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:

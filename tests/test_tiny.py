@@ -81,7 +81,8 @@ def test_is_gpt2_architecture(tiny):
     assert c.norm == "layernorm" and c.norm_position == "pre" and c.use_final_norm and not c.qk_norm
     assert isinstance(model.ln_f, LayerNorm)
     for block in model.h:
-        assert block.pre and isinstance(block.ln_1, LayerNorm) and isinstance(block.ln_2, LayerNorm)
+        assert block.position == "pre"
+        assert isinstance(block.ln_1, LayerNorm) and isinstance(block.ln_2, LayerNorm)
     assert model.wpe.weight.shape == (c.n_ctx, c.n_embd) and model.wpe.weight.requires_grad  # learned
     # tied: no separate output matrix; logits = ln_f(h) @ wte^T
     assert not any("lm_head" in k for k in model.state_dict())
@@ -103,7 +104,8 @@ def test_train_log_matches_a_recomputation(val_loss, tiny):
     model, _ = tiny
     log = tiny_train_log()
     assert abs(log["final_val_loss"] - val_loss) <= 1e-4, (log["final_val_loss"], val_loss)
-    assert log["model_config"] == dataclasses.asdict(GPT2Config(**_sizes(model.config)))
+    # fields added to GPT2Config since the run take their defaults
+    assert GPT2Config(**log["model_config"]) == GPT2Config(**_sizes(model.config))
     assert log["num_parameters"] == model.num_parameters()
     assert log["train_config"]["block_size"] == model.config.n_ctx
     assert log["train_wall_s"] <= 3600  # at most an hour of training
@@ -120,7 +122,7 @@ def test_script_defaults_are_the_shipped_run():
     assert args.out.resolve() == (ROOT / "gpt2ln" / "assets" / "tiny").resolve() and args.threads == 1
     config, cfg = script.build(args)
     log = tiny_train_log()
-    assert dataclasses.asdict(config) == log["model_config"]
+    assert config == GPT2Config(**log["model_config"])
     train_cfg = {**dataclasses.asdict(cfg), "betas": list(cfg.betas), "device": str(cfg.device)}
     assert train_cfg == log["train_config"]
     assert log["seed"] == args.seed and log["threads"] == args.threads
