@@ -1,12 +1,19 @@
 """What every check shares: calling the student's function safely, failing with a
-message that teaches, and a one-line success report."""
+message that teaches, and a one-line success report; and what several chapters' checks
+share: reading the output (a tensor, an int), the in-place check, naming the classic
+mistake nearest a wrong output, eps placement, random input rows."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any, TypeVar
 
 import torch
+
+MistakeT = TypeVar("MistakeT")
 
 
 def fail(check: str, what: str, likely: str | None = None) -> None:
@@ -41,8 +48,8 @@ def call(check: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return None  # unreachable
 
 
-def as_tensor(check: str, out: Any, like: torch.Tensor, what: str = "the output") -> torch.Tensor:
-    """Check out is a tensor with like's shape (numpy arrays are accepted and converted)."""
+def from_numpy(out: Any) -> Any:
+    """out as a torch tensor if it is a numpy array; anything else is returned unchanged."""
     if not isinstance(out, torch.Tensor):
         try:
             import numpy as np
@@ -51,6 +58,12 @@ def as_tensor(check: str, out: Any, like: torch.Tensor, what: str = "the output"
                 out = torch.from_numpy(out)
         except ImportError:  # pragma: no cover
             pass
+    return out
+
+
+def as_tensor(check: str, out: Any, like: torch.Tensor, what: str = "the output") -> torch.Tensor:
+    """Check out is a tensor with like's shape (numpy arrays are accepted and converted)."""
+    out = from_numpy(out)
     if not isinstance(out, torch.Tensor):
         fail(check, f"{what} should be a torch.Tensor, got {type(out).__name__}", "a missing `return`?")
     if tuple(out.shape) != tuple(like.shape):
@@ -67,3 +80,107 @@ def close(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-6) -> bool:
     if torch.isnan(a).any():
         return False
     return bool((a - b).abs().max() <= tol * (1.0 + b.abs().max()))
+
+
+def as_int(check: str, out: Any, where: str) -> int:
+    """The learner's count as an int (an integer one-element tensor is accepted); else fail.
+
+    bool and floats are refused; ``where`` ends the message, e.g. ``"for config (...)"``.
+    """
+    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
+        out = out.item()
+    if isinstance(out, bool) or not isinstance(out, Integral):
+        fail(
+            check,
+            f"expected an int, got {type(out).__name__} ({out!r}) {where}",
+            "a missing `return`?" if out is None else "return an int (use int(...), or // not /)",
+        )
+    return int(out)
+
+
+def require_unchanged(
+    check: str, names: Sequence[str], before: Sequence[Any], after: Sequence[Any], what: str, likely: str
+) -> None:
+    """Fail if the learner's function changed an input in place.
+
+    ``before[i]`` is a copy kept by the check, ``after[i]`` the tensor the function was
+    given (non-tensors are not compared); ``what`` names the input case, ``likely`` the fix.
+    """
+    for name, b, a in zip(names, before, after, strict=True):
+        if isinstance(b, torch.Tensor) and not torch.equal(b, a):
+            fail(check, f"your function changed its input `{name}` in place, on {what}", likely)
+
+
+def fail_mistake(check: str, what: str, label: str, fix: str) -> None:
+    """fail() naming the classic mistake the learner's output matches, and its fix."""
+    fail(check, what, f"{label}. Fix: {fix}")
+
+
+@dataclass
+class Mistake:
+    """A classic mistake: what it is, how to fix it, and a function computing its output."""
+
+    label: str  # names the mistake (tests and learners look for these words)
+    fix: str
+    fn: Callable[..., Any]
+
+
+def rel_dist(a: torch.Tensor, ref: torch.Tensor) -> float:
+    """Max abs difference relative to ref's size; inf when shapes differ or a has NaN/inf."""
+    if a.shape != ref.shape or not torch.isfinite(a).all():
+        return math.inf
+    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
+
+
+def nearest_mistake(
+    mistakes: Iterable[MistakeT],
+    output: Callable[[MistakeT], torch.Tensor],
+    y: torch.Tensor,
+    truth: torch.Tensor,
+    tol: float,
+    *,
+    dist: Callable[[torch.Tensor, torch.Tensor], float] = rel_dist,
+    skip: tuple[type[Exception], ...] = (RuntimeError,),
+) -> tuple[MistakeT | None, bool]:
+    """The mistake whose output (``output(m)``) is nearest y, and whether it explains y.
+
+    Passed over: mistakes that raise one of ``skip`` on this input (e.g. a shape that does
+    not broadcast), and those within ``tol`` of truth (not distinguishable here). The
+    nearest explains y if it is within ``max(tol, 2% of y's distance from truth)``.
+    """
+    best, best_d = None, math.inf
+    for m in mistakes:
+        try:
+            with torch.no_grad():
+                ref = output(m)
+        except skip:
+            continue
+        if dist(ref, truth) <= tol:
+            continue
+        d = dist(y, ref)
+        if d < best_d:
+            best, best_d = m, d
+    return best, best is not None and best_d <= max(tol, 0.02 * dist(y, truth))
+
+
+def divide_by_root(num: torch.Tensor, s: torch.Tensor, eps: float, eps_at: str = "inside") -> torch.Tensor:
+    """``num / sqrt(s + eps)``, or a classic misplacement of eps or the root.
+
+    eps_at: ``"inside"`` (right), ``"outside"`` num / (sqrt(s) + eps), ``"no-sqrt"``
+    num / (s + eps), ``"times"`` num * sqrt(s + eps).
+    """
+    if eps_at == "inside":
+        return num / torch.sqrt(s + eps)
+    if eps_at == "outside":
+        return num / (torch.sqrt(s) + eps)
+    if eps_at == "no-sqrt":
+        return num / (s + eps)
+    if eps_at == "times":
+        return num * torch.sqrt(s + eps)
+    raise ValueError(eps_at)
+
+
+def random_rows(gen: torch.Generator, shape: tuple[int, ...], scale: float, offset: float) -> torch.Tensor:
+    """float64 rows ``[..., d]``, each with its own mean (offset * N(0,1)) and spread ``scale``."""
+    means = offset * torch.randn(*shape[:-1], 1, generator=gen, dtype=torch.float64)
+    return means + scale * torch.randn(*shape, generator=gen, dtype=torch.float64)

@@ -15,7 +15,7 @@ import torch
 
 from ..config import GPT2Config
 from ..model import GPT2
-from ._core import call, fail, passed
+from ._core import call, fail, from_numpy, passed
 
 __all__ = ["check_invariance", "check_residual_norms"]
 
@@ -46,14 +46,7 @@ def _to_1d(out: Any) -> torch.Tensor:
             out = torch.stack([torch.as_tensor(v) for v in out])
         except (TypeError, RuntimeError, ValueError):
             fail(_RESID, f"could not turn the returned {type(out).__name__} into a tensor")
-    if not isinstance(out, torch.Tensor):
-        try:
-            import numpy as np
-
-            if isinstance(out, np.ndarray):
-                out = torch.from_numpy(out)
-        except ImportError:  # pragma: no cover
-            pass
+    out = from_numpy(out)
     if not isinstance(out, torch.Tensor):
         fail(
             _RESID,

@@ -13,13 +13,24 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
 import torch
 
 from ..config import GPT2Config
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    as_int,
+    as_tensor,
+    call,
+    close,
+    divide_by_root,
+    fail,
+    fail_mistake,
+    nearest_mistake,
+    passed,
+    random_rows,
+    require_unchanged,
+)
 
 __all__ = ["check_layer_norm", "check_layernorm_param_count"]
 
@@ -53,12 +64,7 @@ def _variant(
         xc = x
     else:
         xc = x - u
-    if eps_at == "inside":
-        y = xc / torch.sqrt(s + eps)
-    elif eps_at == "outside":
-        y = xc / (torch.sqrt(s) + eps)
-    else:  # "no-sqrt": divided by the variance
-        y = xc / (s + eps)
+    y = divide_by_root(xc, s, eps, eps_at)
     return {
         "x*g+b": lambda: y * g + b,
         "none": lambda: y,
@@ -171,12 +177,6 @@ def _affine(gen: torch.Generator, d: int, dtype: torch.dtype) -> tuple[torch.Ten
     return g.to(dtype), b.to(dtype)
 
 
-def _rows(gen: torch.Generator, shape: tuple[int, ...], scale: float, offset: float) -> torch.Tensor:
-    """Rows ``[..., d]`` with a different mean per row (offset * N(0,1)) and spread ``scale``."""
-    means = offset * torch.randn(*shape[:-1], 1, generator=gen, dtype=torch.float64)
-    return means + scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
-
-
 def _cases() -> list[_Case]:
     """The inputs, in order: each later one catches what the earlier ones cannot."""
     gen = torch.Generator().manual_seed(2)
@@ -192,7 +192,7 @@ def _cases() -> list[_Case]:
         tol: float = 1e-5,
         kind: str = "",
     ) -> _Case:
-        x = _rows(gen, shape, scale, offset)
+        x = random_rows(gen, shape, scale, offset)
         if kind == "constant":
             x[1] = 7.0
         if kind == "offset":
@@ -234,30 +234,17 @@ def _cases() -> list[_Case]:
     ]
 
 
-def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when a has NaN/inf."""
-    if not torch.isfinite(a).all():
-        return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
-
-
 def _nearest(case: _Case, y: torch.Tensor, truth: torch.Tensor) -> tuple[_Mistake | None, bool]:
     """The single mistake whose output is nearest the learner's, and whether it explains it."""
     x, g, b = (t.double() for t in (case.x, case.g, case.b))
     eps = 1e-5 if case.eps is None else case.eps
-    best, best_d = None, math.inf
-    for m in _mistakes(x.ndim, case.eps is not None):
-        try:
-            with torch.no_grad():
-                ref = _variant(x, g, b, eps if m.eps is None else m.eps, **m.kwargs)
-        except RuntimeError:  # e.g. keepdim=False does not broadcast on this shape
-            continue
-        if ref.shape != truth.shape or _dist(ref, truth) <= case.tol:  # not distinguishable here
-            continue
-        d = _dist(y, ref)
-        if d < best_d:
-            best, best_d = m, d
-    return best, best is not None and best_d <= max(case.tol, 0.02 * _dist(y, truth))
+    return nearest_mistake(  # a RuntimeError (keepdim=False not broadcasting) skips the mistake
+        _mistakes(x.ndim, case.eps is not None),
+        lambda m: _variant(x, g, b, eps if m.eps is None else m.eps, **m.kwargs),
+        y,
+        truth,
+        case.tol,
+    )
 
 
 def check_layer_norm(fn: Callable[..., Any]) -> None:
@@ -277,13 +264,14 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
         kwargs = {} if case.eps is None else {"eps": case.eps}
         x, g, b = case.x.clone(), case.g.clone(), case.b.clone()
         out = call(check, fn, x, g, b, **kwargs)
-        for name, before, after in (("x", case.x, x), ("g", case.g, g), ("b", case.b, b)):
-            if not torch.equal(before, after):
-                fail(
-                    check,
-                    f"your function changed its input `{name}` in place, on {case.what}",
-                    "an in-place operation such as `x -= mean` or `x.sub_(...)`: compute new tensors instead",
-                )
+        require_unchanged(
+            check,
+            ("x", "g", "b"),
+            (case.x, case.g, case.b),
+            (x, g, b),
+            case.what,
+            "an in-place operation such as `x -= mean` or `x.sub_(...)`: compute new tensors instead",
+        )
         y = as_tensor(check, out, case.x).detach().double()
         eps = 1e-5 if case.eps is None else case.eps
         truth = _variant(case.x.double(), case.g.double(), case.b.double(), eps)
@@ -303,10 +291,11 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
             )
         mistake, explained = _nearest(case, y, truth)
         if explained:
-            fail(
+            fail_mistake(
                 check,
                 f"{where}, your output differs from GPT-2's LayerNorm (max error {err})",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                mistake.label,
+                mistake.fix,
             )
         if torch.isnan(y).any():
             likely = (
@@ -448,23 +437,15 @@ def check_layernorm_param_count(fn: Callable[[GPT2Config], Any], *, variants: bo
     configs = [(c, _count_in_model(c)) for c in small]
     configs += [(GPT2Config.from_preset(p), _count(GPT2Config.from_preset(p))) for p in _BIG]
     for config, truth in configs:
-        out = call(check, fn, config.replace())
-        if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-            out = out.item()
-        if isinstance(out, bool) or not isinstance(out, Integral):
-            fail(
-                check,
-                f"expected an int, got {type(out).__name__} ({out!r}) for config {_describe(config)}",
-                "a missing `return`?" if out is None else "return an int (use int(...), or // not /)",
-            )
-        if int(out) == truth:
+        out = as_int(check, call(check, fn, config.replace()), f"for config {_describe(config)}")
+        if out == truth:
             continue
         singles, pairs = _count_mistakes(config)
-        names = [n for n, kw in singles if _count(config, **kw) == int(out)][:1]
-        names = names or [n for n, kw in pairs if _count(config, **kw) == int(out)]  # maybe several
+        names = [n for n, kw in singles if _count(config, **kw) == out][:1]
+        names = names or [n for n, kw in pairs if _count(config, **kw) == out]  # maybe several
         fail(
             check,
-            f"for config {_describe(config)}: you counted {int(out):,}, "
+            f"for config {_describe(config)}: you counted {out:,}, "
             f"a GPT2 with this config has {truth:,} normalization parameters",
             "\n    or: ".join(names) if names else None,
         )

@@ -20,16 +20,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_tensor,
+    call,
+    close,
+    divide_by_root,
+    fail,
+    fail_mistake,
+    nearest_mistake,
+    passed,
+    random_rows,
+    rel_dist,
+    require_unchanged,
+)
 
 __all__ = ["check_center_writing_weights", "check_rms_norm", "check_rms_to_layer_norm"]
-
-
-@dataclass
-class _Mistake:
-    label: str  # names the mistake (tests and learners look for these words)
-    fix: str
-    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, float], torch.Tensor]
 
 
 @dataclass
@@ -42,17 +48,7 @@ class _Case:
     tol: float
 
 
-def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
-    if a.shape != ref.shape or not torch.isfinite(a).all():
-        return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
-
-
-def _rows(gen: torch.Generator, shape: tuple[int, ...], scale: float, offset: float) -> torch.Tensor:
-    """float64 rows ``[..., d]``, each with its own mean (offset * N(0,1)) and spread ``scale``."""
-    means = offset * torch.randn(*shape[:-1], 1, generator=gen, dtype=torch.float64)
-    return means + scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
+_dist = rel_dist  # the name tests/test_exercises_ch05.py uses
 
 
 def _gain(gen: torch.Generator, d: int) -> torch.Tensor:
@@ -65,26 +61,14 @@ def _set_rms(x: torch.Tensor, rms: float) -> torch.Tensor:
 
 
 def _diagnose(
-    mistakes: list[_Mistake], case: _Case, eps: float, y: torch.Tensor, truth: torch.Tensor
-) -> _Mistake | None:
+    mistakes: list[Mistake], case: _Case, eps: float, y: torch.Tensor, truth: torch.Tensor
+) -> Mistake | None:
     """The mistake whose output is nearest the learner's, if it explains it."""
     x, g = case.x.double(), case.g.double()
     b = None if case.b is None else case.b.double()
-    best, best_d = None, math.inf
-    for m in mistakes:
-        try:
-            with torch.no_grad():
-                ref = m.fn(x, g, b, eps)
-        except RuntimeError:  # e.g. keepdim=False does not broadcast on this shape
-            continue
-        if _dist(ref, truth) <= case.tol:  # not distinguishable on this input
-            continue
-        d = _dist(y, ref)
-        if d < best_d:
-            best, best_d = m, d
-    if best is not None and best_d <= max(case.tol, 0.02 * _dist(y, truth)):
-        return best
-    return None
+    # A RuntimeError (e.g. keepdim=False not broadcasting on this shape) skips the mistake.
+    best, explained = nearest_mistake(mistakes, lambda m: m.fn(x, g, b, eps), y, truth, case.tol)
+    return best if explained else None
 
 
 def _run_cases(
@@ -92,7 +76,7 @@ def _run_cases(
     fn: Callable[..., Any],
     cases: list[_Case],
     reference: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, float], torch.Tensor],
-    mistakes: Callable[[_Case], list[_Mistake]],
+    mistakes: Callable[[_Case], list[Mistake]],
     default_eps: float,
     formula: str,
 ) -> None:
@@ -102,13 +86,14 @@ def _run_cases(
         args = [case.x.clone(), case.g.clone()] + ([] if case.b is None else [case.b.clone()])
         out = call(check, fn, *args, **kwargs)
         originals = [case.x, case.g] + ([] if case.b is None else [case.b])
-        for name, before, after in zip(("x", "g", "b")[: len(args)], originals, args, strict=True):
-            if not torch.equal(before, after):
-                fail(
-                    check,
-                    f"your function changed its input `{name}` in place, on {case.what}",
-                    "an in-place operation such as `x /= rms` or `x.mul_(...)`: compute new tensors instead",
-                )
+        require_unchanged(
+            check,
+            ("x", "g", "b")[: len(args)],
+            originals,
+            args,
+            case.what,
+            "an in-place operation such as `x /= rms` or `x.mul_(...)`: compute new tensors instead",
+        )
         y = as_tensor(check, out, case.x).detach().double()
         eps = default_eps if case.eps is None else case.eps
         b = None if case.b is None else case.b.double()
@@ -118,10 +103,11 @@ def _run_cases(
         where = f"on {case.what}"
         mistake = _diagnose(mistakes(case), case, eps, y, truth)
         if mistake is not None:
-            fail(
+            fail_mistake(
                 check,
-                f"{where}, your output differs from the reference (max error {_dist(y, truth):.3g})",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                f"{where}, your output differs from the reference (max error {rel_dist(y, truth):.3g})",
+                mistake.label,
+                mistake.fix,
             )
         if not torch.isfinite(y).all():
             fail(check, f"{where}, your output contains NaN or inf", "a division by zero: where is eps?")
@@ -129,7 +115,7 @@ def _run_cases(
         i = tuple(int(k) for k in torch.nonzero(diff == diff.max())[0])
         fail(
             check,
-            f"{where}, your output differs from the reference by up to {_dist(y, truth):.3g} "
+            f"{where}, your output differs from the reference by up to {rel_dist(y, truth):.3g} "
             f"(at index {i}: got {float(y[i]):.6g}, expected {float(truth[i]):.6g})",
             f"no single classic mistake explains it (maybe two at once); compare each step with {formula}",
         )
@@ -170,14 +156,7 @@ def _rms(
         s = x.abs().mean(dim=dims, keepdim=keepdim)
     else:
         raise ValueError(stat)
-    if eps_at == "inside":
-        y = num / torch.sqrt(s + eps)
-    elif eps_at == "outside":
-        y = num / (torch.sqrt(s) + eps)
-    elif eps_at == "no-sqrt":
-        y = num / (s + eps)
-    else:  # "times": multiplied by the RMS instead of dividing
-        y = num * torch.sqrt(s + eps)
+    y = divide_by_root(num, s, eps, eps_at)
     return y * g if gain == "after" and g is not None else y
 
 
@@ -185,14 +164,14 @@ def _rms_reference(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor | None, eps
     return _rms(x, g, eps)
 
 
-def _rms_mistakes(case: _Case) -> list[_Mistake]:
+def _rms_mistakes(case: _Case) -> list[Mistake]:
     ndim = case.x.ndim
     passed_eps = case.eps is not None
 
-    def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> _Mistake:
-        return _Mistake(label, fix, lambda x, g, b, e: _rms(x, g, e if eps is None else eps, **kw))
+    def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> Mistake:
+        return Mistake(label, fix, lambda x, g, b, e: _rms(x, g, e if eps is None else eps, **kw))
 
-    def both(label: str, fix: str, **kw: Any) -> list[_Mistake]:
+    def both(label: str, fix: str, **kw: Any) -> list[Mistake]:
         """The mistake with eps inside the root, and the same mistake with eps outside."""
         return [m(label, fix, **kw), m(label, fix, eps_at="outside", **kw)]
 
@@ -284,7 +263,7 @@ def _rms_mistakes(case: _Case) -> list[_Mistake]:
 
 def _rms_cases() -> list[_Case]:
     gen = torch.Generator().manual_seed(5)
-    x = _rows(gen, (2, 3, 16), 1.5, 1.0)
+    x = random_rows(gen, (2, 3, 16), 1.5, 1.0)
     x[1, 2] = _set_rms(x[1, 2], 1e-3)  # mean(x^2) = eps: eps inside the root shrinks it by 1/sqrt(2)
     x[0, 1] = _set_rms(x[0, 1], 3e-6)  # far below sqrt(eps): eps inside and outside differ ~250x
     g = _gain(gen, 16)
@@ -300,7 +279,7 @@ def _rms_cases() -> list[_Case]:
         ),
         _Case(
             "rows of RMS ~0.1, shape [4, 8], float64, called with eps=1e-2",
-            _rows(gen, (4, 8), 0.1, 0.1),
+            random_rows(gen, (4, 8), 0.1, 0.1),
             _gain(gen, 8),
             None,
             1e-2,
@@ -308,7 +287,7 @@ def _rms_cases() -> list[_Case]:
         ),
         _Case(
             "a single token x of shape [12], float64",
-            _rows(gen, (12,), 1.0, 1.0),
+            random_rows(gen, (12,), 1.0, 1.0),
             _gain(gen, 12),
             None,
             None,
@@ -316,7 +295,7 @@ def _rms_cases() -> list[_Case]:
         ),
         _Case(
             "x of shape [2, 8, 768] (GPT-2 width), float32",
-            _rows(gen, (2, 8, 768), 1.0, 0.5).float(),
+            random_rows(gen, (2, 8, 768), 1.0, 0.5).float(),
             _gain(gen, 768).float(),
             None,
             None,
@@ -382,9 +361,9 @@ def _ln_reference(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor | None, eps:
     return _ln(x, g, b, eps)
 
 
-def _ln_mistakes(case: _Case) -> list[_Mistake]:
-    def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> _Mistake:
-        return _Mistake(label, fix, lambda x, g, b, e: _ln(x, g, b, e if eps is None else eps, **kw))
+def _ln_mistakes(case: _Case) -> list[Mistake]:
+    def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> Mistake:
+        return Mistake(label, fix, lambda x, g, b, e: _ln(x, g, b, e if eps is None else eps, **kw))
 
     out = [
         m(
@@ -437,7 +416,7 @@ def _ln_mistakes(case: _Case) -> list[_Mistake]:
 
 def _ln_cases() -> list[_Case]:
     gen = torch.Generator().manual_seed(6)
-    x = _rows(gen, (2, 3, 16), 1.5, 2.0)
+    x = random_rows(gen, (2, 3, 16), 1.5, 2.0)
     # A near-constant token: standard deviation 3e-3 (variance ~1e-5 = eps) on a mean of 2.
     x[1, 1] = 2.0 + 3e-3 * torch.randn(16, generator=gen, dtype=torch.float64)
     return [
@@ -451,7 +430,7 @@ def _ln_cases() -> list[_Case]:
         ),
         _Case(
             "rows with standard deviation ~0.1, shape [4, 8], float64, called with eps=1e-2",
-            _rows(gen, (4, 8), 0.1, 1.0),
+            random_rows(gen, (4, 8), 0.1, 1.0),
             _gain(gen, 8),
             0.5 * torch.randn(8, generator=gen, dtype=torch.float64),
             1e-2,
@@ -459,7 +438,7 @@ def _ln_cases() -> list[_Case]:
         ),
         _Case(
             "x of shape [2, 8, 768] (GPT-2 width), float32",
-            _rows(gen, (2, 8, 768), 1.0, 1.0).float(),
+            random_rows(gen, (2, 8, 768), 1.0, 1.0).float(),
             _gain(gen, 768).float(),
             (0.5 * torch.randn(768, generator=gen, dtype=torch.float64)).float(),
             None,
@@ -606,17 +585,19 @@ def check_center_writing_weights(fn: Callable[..., Any]) -> None:
             continue
         for label, fix, Wm, bm in _centre_variants(W, b):
             if close(W_c, Wm, 1e-9) and close(b_c, bm, 1e-9):
-                fail(
+                fail_mistake(
                     check,
                     f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) "
-                    f"(max error {_dist(got, want):.3g})",
-                    f"{label}. Fix: {fix}",
+                    f"(max error {rel_dist(got, want):.3g})",
+                    label,
+                    fix,
                 )
         mean = (x @ W_c + b_c).mean(dim=-1).abs().max()
         fail(
             check,
             f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) by up to "
-            f"{_dist(got, want):.3g}; the outputs x @ W_c + b_c have per-token means up to {float(mean):.3g}",
+            f"{rel_dist(got, want):.3g}; the outputs x @ W_c + b_c have per-token means up to "
+            f"{float(mean):.3g}",
             "every output x @ W_c + b_c must have zero mean over its d features, for every x, "
             "and keep the same centred part as x @ W + b",
         )

@@ -17,52 +17,33 @@ from typing import Any
 
 import torch
 
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_tensor,
+    call,
+    close,
+    fail,
+    fail_mistake,
+    nearest_mistake,
+    passed,
+    require_unchanged,
+)
 
 __all__ = ["check_causal_attention", "check_gelu"]
 
 
-@dataclass
-class _Mistake:
-    label: str  # names the mistake (tests and learners look for these words)
-    fix: str
-    fn: Callable[..., torch.Tensor]
+def _nearest(
+    mistakes: list[Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
+) -> Mistake | None:
+    """The mistake whose output (on args) is nearest y, if it explains y; else None.
+
+    A mistake that raises RuntimeError cannot even run on this input, and is skipped.
+    """
+    best, explained = nearest_mistake(mistakes, lambda m: m.fn(*args), y, truth, tol)
+    return best if explained else None
 
 
-def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
-    if a.shape != ref.shape or not torch.isfinite(a).all():
-        return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
-
-
-def _nearest(mistakes: list[_Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float):
-    """The mistake whose output (on args) is nearest y, if it explains y; else None."""
-    best, best_d = None, math.inf
-    for m in mistakes:
-        try:
-            with torch.no_grad():
-                ref = m.fn(*args)
-        except RuntimeError:  # this mistake cannot even run on this input
-            continue
-        if _dist(ref, truth) <= tol:  # not distinguishable on this input
-            continue
-        d = _dist(y, ref)
-        if d < best_d:
-            best, best_d = m, d
-    if best is not None and best_d <= max(tol, 0.02 * _dist(y, truth)):
-        return best
-    return None
-
-
-def _unchanged(check: str, names: tuple[str, ...], before: list, after: list, what: str) -> None:
-    for name, b, a in zip(names, before, after, strict=True):
-        if isinstance(b, torch.Tensor) and not torch.equal(b, a):
-            fail(
-                check,
-                f"your function changed its input `{name}` in place, on {what}",
-                "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead",
-            )
+_IN_PLACE = "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead"
 
 
 # ---------------------------------------------------------------------------- attention
@@ -124,9 +105,9 @@ def _attention(
     return y @ w + (bp if proj_bias else 0.0)
 
 
-def _attention_mistakes() -> list[_Mistake]:
-    def m(label: str, fix: str, **kw: Any) -> _Mistake:
-        return _Mistake(label, fix, lambda *a: _attention(*a, **kw))
+def _attention_mistakes() -> list[Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> Mistake:
+        return Mistake(label, fix, lambda *a: _attention(*a, **kw))
 
     split_fix = (
         "split the features into heads, then move the head axis forward: "
@@ -280,7 +261,7 @@ def check_causal_attention(fn: Callable[..., Any]) -> None:
                     "use x @ c_attn_w + c_attn_b",
                 )
             out = call(check, fn, *args, H)  # reports the exception in a sentence
-        _unchanged(check, names, list(tensors), args, case.what)
+        require_unchanged(check, names, list(tensors), args, case.what, _IN_PLACE)
         truth = _attention(*(t.double() for t in tensors), H)
         y = as_tensor(check, out, truth).detach().double()
         if close(y, truth, case.tol) and torch.isfinite(y).all():
@@ -288,10 +269,11 @@ def check_causal_attention(fn: Callable[..., Any]) -> None:
         err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
         mistake = _nearest(mistakes, (*(t.double() for t in tensors), H), y, truth, case.tol)
         if mistake is not None:
-            fail(
+            fail_mistake(
                 check,
                 f"on {case.what}, your output differs from the reference (max abs error {err:.3g})",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                mistake.label,
+                mistake.fix,
             )
         if not torch.isfinite(y).all():
             fail(
@@ -320,9 +302,9 @@ def _gelu(
     return half * x * (1.0 + torch.tanh(k * (x + c * x**p)))
 
 
-def _gelu_mistakes() -> list[_Mistake]:
-    def m(label: str, fix: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> _Mistake:
-        return _Mistake(label, fix, fn)
+def _gelu_mistakes() -> list[Mistake]:
+    def m(label: str, fix: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Mistake:
+        return Mistake(label, fix, fn)
 
     fix_c = "the cubic term is 0.044715 * x**3"
     out = [
@@ -407,7 +389,7 @@ def check_gelu(fn: Callable[..., Any]) -> None:
     for what, x, tol in _gelu_cases():
         arg = x.clone()
         out = call(check, fn, arg)
-        _unchanged(check, ("x",), [x], [arg], what)
+        require_unchanged(check, ("x",), [x], [arg], what, _IN_PLACE)
         truth = _gelu(x.double())
         y = as_tensor(check, out, truth).detach().double()
         if close(y, truth, tol) and torch.isfinite(y).all():
@@ -423,10 +405,11 @@ def check_gelu(fn: Callable[..., Any]) -> None:
         err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
         mistake = _nearest(mistakes, (x.double(),), y, truth, tol)
         if mistake is not None:
-            fail(
+            fail_mistake(
                 check,
                 f"on {what}, your output differs from the reference (max abs error {err:.3g})",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                mistake.label,
+                mistake.fix,
             )
         diff = (y - truth).abs()
         i = int(diff.flatten().argmax())

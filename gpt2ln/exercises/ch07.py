@@ -21,25 +21,21 @@ import torch
 from ..blocks import Block
 from ..config import GPT2Config
 from ..train import TrainConfig, lr_at
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_tensor,
+    call,
+    close,
+    fail,
+    fail_mistake,
+    passed,
+    rel_dist,
+    require_unchanged,
+)
 
 __all__ = ["check_lr_schedule", "check_post_norm_block"]
 
 SubLayer = Callable[[torch.Tensor], torch.Tensor]
-
-
-@dataclass
-class _Mistake:
-    label: str  # names the mistake (tests and learners look for these words)
-    fix: str
-    fn: Callable[..., Any]
-
-
-def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
-    if a.shape != ref.shape or not torch.isfinite(a).all():
-        return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
 
 
 # ------------------------------------------------------------------------------- post-norm block
@@ -51,7 +47,7 @@ def _post(x, attn, mlp, ln_1, ln_2):
     return ln_2(h + mlp(h))
 
 
-def _block_mistakes() -> list[_Mistake]:
+def _block_mistakes() -> list[Mistake]:
     def pre(x, attn, mlp, ln_1, ln_2):
         h = x + attn(ln_1(x))
         return h + mlp(ln_2(h))
@@ -87,48 +83,48 @@ def _block_mistakes() -> list[_Mistake]:
 
     fix = f"post-norm normalizes the sum, after the residual addition: {_POST_FORMULA}"
     return [
-        _Mistake(
+        Mistake(
             "normalized before adding: x + attn(ln_1(x)) is pre-norm (GPT-2's block), not post-norm",
             fix,
             pre,
         ),
-        _Mistake(
+        Mistake(
             "forgot the residual: ln_1(attn(x)) drops the x + ... of each sub-layer",
             "add the sub-layer's input back before the norm: ln_1(x + attn(x))",
             no_residual,
         ),
-        _Mistake(
+        Mistake(
             "applied ln to the sub-layer output only: x + ln_1(attn(x)) is the output norm of "
             "OLMo-2 (and half of Peri-LN), not post-norm",
             fix,
             output_norm,
         ),
-        _Mistake(
+        Mistake(
             "swapped ln_1 and ln_2: ln_1 belongs to the attention half, ln_2 to the MLP half",
             fix,
             swapped,
         ),
-        _Mistake(
+        Mistake(
             "the MLP reads the block input x instead of h = ln_1(x + attn(x))",
             "the second half works on the first half's output: ln_2(h + mlp(h))",
             mlp_reads_x,
         ),
-        _Mistake(
+        Mistake(
             "the second residual adds the block input x instead of h: ln_2(x + mlp(h))",
             "the residual of the MLP half is its own input h: ln_2(h + mlp(h))",
             residual_from_x,
         ),
-        _Mistake(
+        Mistake(
             "parallel block: attention and MLP both read x and one norm follows their sum",
             f"the two halves run one after the other: {_POST_FORMULA}",
             parallel,
         ),
-        _Mistake(
+        Mistake(
             "forgot the MLP half: returned h = ln_1(x + attn(x))",
             f"finish with y = ln_2(h + mlp(h)); the block is {_POST_FORMULA}",
             half,
         ),
-        _Mistake(
+        Mistake(
             "forgot the second norm: h + mlp(h) without ln_2",
             "each sub-layer's sum is normalized: y = ln_2(h + mlp(h))",
             no_second_norm,
@@ -196,12 +192,14 @@ def check_post_norm_block(fn: Callable[..., Any]) -> None:
         with torch.no_grad():
             out = call(check, fn, x, attn, mlp, ln_1, ln_2)
             truth = case.block(case.x)[0]
-        if not torch.equal(x, case.x):
-            fail(
-                check,
-                f"your function changed its input `x` in place, on {case.what}",
-                "an in-place operation such as `x += attn(x)`: write `x = x + attn(x)` (a new tensor)",
-            )
+        require_unchanged(
+            check,
+            ("x",),
+            (case.x,),
+            (x,),
+            case.what,
+            "an in-place operation such as `x += attn(x)`: write `x = x + attn(x)` (a new tensor)",
+        )
         shape = tuple(getattr(out, "shape", ()))
         if hasattr(out, "shape") and shape != tuple(truth.shape):
             fail(
@@ -216,15 +214,16 @@ def check_post_norm_block(fn: Callable[..., Any]) -> None:
         for m in mistakes:
             with torch.no_grad():
                 ref = m.fn(case.x, attn, mlp, ln_1, ln_2)
-            d = _dist(y.double(), ref.double())
+            d = rel_dist(y.double(), ref.double())
             if d < best_d:
                 best, best_d = m, d
         err = float((y.double() - truth.double()).abs().max())
         if best is not None and best_d <= 10 * case.tol:
-            fail(
+            fail_mistake(
                 check,
                 f"on {case.what}, your output differs from the post-norm block by up to {err:.3g}",
-                f"{best.label}. Fix: {best.fix}",
+                best.label,
+                best.fix,
             )
         fail(
             check,
@@ -279,9 +278,9 @@ def _schedule(
     return low + half * (lr - low) * (1.0 + math.cos(math.pi * p))
 
 
-def _lr_mistakes() -> list[_Mistake]:
-    def m(label: str, fix: str, **kw: Any) -> _Mistake:
-        return _Mistake(label, fix, lambda *a: _schedule(*a, **kw))
+def _lr_mistakes() -> list[Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> Mistake:
+        return Mistake(label, fix, lambda *a: _schedule(*a, **kw))
 
     warm_fix = "warm up as lr * step / warmup: step 0 has lr 0, the peak lr comes at step == warmup"
     cos_fix = "progress = (step - warmup) / (steps - warmup) runs from 0 at the end of warm-up to 1 at steps"
@@ -416,6 +415,6 @@ def check_lr_schedule(fn: Callable[..., Any]) -> None:
         for m in mistakes:
             vals = [m.fn(s, case.steps, case.lr, case.warmup, case.min_lr) for s in case.step_range()]
             if all(case.agrees(g, v) for g, v in zip(got, vals, strict=True)):
-                fail(check, where, f"{m.label}. Fix: {m.fix}")
+                fail_mistake(check, where, m.label, m.fix)
         fail(check, where, f"no single classic mistake explains it; compare with {_LR_FORMULA}")
     passed(check, f"matches gpt2ln.lr_at on 3 schedules, with and without warm-up: {_LR_FORMULA}")

@@ -16,44 +16,47 @@ from typing import Any
 
 import torch
 
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_tensor,
+    call,
+    close,
+    divide_by_root,
+    fail,
+    fail_mistake,
+    nearest_mistake,
+    passed,
+    rel_dist,
+    require_unchanged,
+)
 
 __all__ = ["check_lr_sensitivity", "check_qk_norm_scores"]
 
 
-@dataclass
-class _Mistake:
-    label: str  # names the mistake (tests and learners look for these words)
-    fix: str
-    fn: Callable[..., Any]
-
-
 def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when a has NaN/inf or another shape."""
-    if a.shape != ref.shape or not torch.isfinite(a).all() or not torch.isfinite(ref).all():
+    """rel_dist, and inf also when ref has NaN/inf (a mistake's output may)."""
+    if not torch.isfinite(ref).all():
         return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
+    return rel_dist(a, ref)
 
 
 def _nearest(
-    mistakes: list[_Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
-) -> _Mistake | None:
-    """The mistake whose output (on args) is nearest y, if it explains y; else None."""
-    best, best_d = None, math.inf
-    for m in mistakes:
-        try:
-            with torch.no_grad():
-                ref = torch.as_tensor(m.fn(*args), dtype=torch.float64)
-        except (RuntimeError, ValueError):  # this mistake cannot even run on this input
-            continue
-        if _dist(ref, truth) <= tol:  # not distinguishable on this input
-            continue
-        d = _dist(y, ref)
-        if d < best_d:
-            best, best_d = m, d
-    if best is not None and best_d <= max(tol, 0.02 * _dist(y, truth)):
-        return best
-    return None
+    mistakes: list[Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
+) -> Mistake | None:
+    """The mistake whose output (on args) is nearest y, if it explains y; else None.
+
+    A mistake that raises RuntimeError or ValueError cannot even run on this input, and is skipped.
+    """
+    best, explained = nearest_mistake(
+        mistakes,
+        lambda m: torch.as_tensor(m.fn(*args), dtype=torch.float64),
+        y,
+        truth,
+        tol,
+        dist=_dist,
+        skip=(RuntimeError, ValueError),
+    )
+    return best if explained else None
 
 
 # ---------------------------------------------------------------------------- QK-norm scores
@@ -68,9 +71,7 @@ def _rms(t: torch.Tensor, eps: float | None, dim: int | tuple[int, ...] = -1, wh
     ms = t.pow(2).mean(dim=dim, keepdim=True)
     if eps is None:
         return t / ms.sqrt()
-    if where == "outside":
-        return t / (ms.sqrt() + eps)
-    return t / torch.sqrt(ms + eps)
+    return divide_by_root(t, ms, eps, where)
 
 
 def _qk(
@@ -119,9 +120,9 @@ def _qk(
     return s * factor
 
 
-def _qk_mistakes(default_eps: float) -> list[_Mistake]:
-    def m(label: str, fix: str, **kw: Any) -> _Mistake:
-        return _Mistake(label, fix, lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, eps, **kw))
+def _qk_mistakes(default_eps: float) -> list[Mistake]:
+    def m(label: str, fix: str, **kw: Any) -> Mistake:
+        return Mistake(label, fix, lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, eps, **kw))
 
     axis_fix = "normalize over the last axis, D: t.pow(2).mean(dim=-1, keepdim=True)"
     return [
@@ -217,7 +218,7 @@ def _qk_mistakes(default_eps: float) -> list[_Mistake]:
             "rows are queries, columns keys: q_hat @ k_hat.transpose(-2, -1)",
             transpose=True,
         ),
-        _Mistake(
+        Mistake(
             f"ignored the eps argument (used eps={default_eps:g} whatever eps is)",
             "use the eps passed in",
             lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, default_eps),
@@ -302,13 +303,14 @@ def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
         args = [t.clone() for t in tensors]
         kwargs = {} if case.eps is None else {"eps": case.eps}
         out = call(check, fn, *args, **kwargs)
-        for name, before, after in zip(("q", "k", "g_q", "g_k"), tensors, args, strict=True):
-            if not torch.equal(before, after):
-                fail(
-                    check,
-                    f"your function changed its input `{name}` in place, on {case.what}",
-                    "an in-place operation such as `q /= ...` or `q.mul_(...)`: compute new tensors instead",
-                )
+        require_unchanged(
+            check,
+            ("q", "k", "g_q", "g_k"),
+            tensors,
+            args,
+            case.what,
+            "an in-place operation such as `q /= ...` or `q.mul_(...)`: compute new tensors instead",
+        )
         eps = _QK_DEFAULT_EPS if case.eps is None else case.eps
         d64 = tuple(t.double() for t in tensors)
         truth = _qk(*d64, eps)
@@ -325,10 +327,11 @@ def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
         err = float((y - truth).abs().max())
         mistake = _nearest(mistakes, (*d64, eps), y, truth, case.tol)
         if mistake is not None:
-            fail(
+            fail_mistake(
                 check,
                 f"on {case.what}, your scores differ from the reference (max abs error {err:.3g})",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                mistake.label,
+                mistake.fix,
             )
         fail(
             check,
@@ -361,7 +364,7 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def _lrs_mistakes() -> list[_Mistake]:
+def _lrs_mistakes() -> list[Mistake]:
     def no_min(lrs, losses, init):  # NaN/inf -> init, but no cap: a run that ended above init counts in full
         c = [x if math.isfinite(x) else init for x in losses]
         return _mean([x - min(c) for x in c])
@@ -391,39 +394,39 @@ def _lrs_mistakes() -> list[_Mistake]:
         return _mean([x - best for x in _capped(losses, init)])
 
     return [
-        _Mistake(
+        Mistake(
             "forgot the min with loss_init: a run that ended above its initial loss counts in full",
             "cap every loss at loss_init: min(loss, loss_init), and count NaN/inf as loss_init",
             no_min,
         ),
-        _Mistake(
+        Mistake(
             "dropped the diverged runs: averaged over the finite losses only, so a sweep that diverges "
             "at high learning rates looks less sensitive",
             "keep every run in the mean; a diverged run (NaN or inf) counts as loss_init",
             dropped,
         ),
-        _Mistake(
+        Mistake(
             "subtracted the mean instead of the best: the result is always 0",
             "subtract the best (smallest) capped loss of the sweep",
             minus_mean,
         ),
-        _Mistake(
+        Mistake(
             "subtracted loss_init instead of the best",
             "subtract the best (smallest) capped loss of the sweep",
             minus_init,
         ),
-        _Mistake(
+        Mistake(
             "used the max instead of the mean over the sweep",
             "average min(loss, loss_init) - best over all the runs",
             maximum,
         ),
-        _Mistake(
+        Mistake(
             "weighted the runs by their learning rate: the expectation is a plain mean over the runs "
             "of the (log-spaced) sweep",
             "sum(capped - best) / len(capped)",
             lr_weighted,
         ),
-        _Mistake(
+        Mistake(
             "took the best over the raw losses, not the capped ones",
             "best = min(capped losses), so it is at most loss_init",
             best_of_raw,
@@ -543,17 +546,18 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
             )
         t = torch.tensor([truth], dtype=torch.float64)
         mistake = _nearest(
-            [_Mistake(m.label, m.fix, lambda *a, f=m.fn: torch.tensor([f(*a)])) for m in mistakes],
+            [Mistake(m.label, m.fix, lambda *a, f=m.fn: torch.tensor([f(*a)])) for m in mistakes],
             (lrs, losses, case.loss_init),
             torch.tensor([y], dtype=torch.float64),
             t,
             1e-9,
         )
         if mistake is not None:
-            fail(
+            fail_mistake(
                 check,
                 f"on {case.what}, your function returned {y:.6g}, expected {truth:.6g}",
-                f"{mistake.label}. Fix: {mistake.fix}",
+                mistake.label,
+                mistake.fix,
             )
         fail(
             check,

@@ -9,14 +9,13 @@ first block, ``fn(idx, wte, wpe) -> wte[idx] + wpe[0..T-1]`` ``[B, T, d]``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from numbers import Integral
 from typing import Any
 
 import torch
 
 from ..config import GPT2Config
 from ..model import GPT2
-from ._core import as_tensor, call, close, fail, passed
+from ._core import as_int, as_tensor, call, close, fail, passed
 
 __all__ = ["check_embed", "check_gpt2_param_count"]
 
@@ -93,22 +92,13 @@ def check_gpt2_param_count(fn: Callable[[GPT2Config], Any]) -> None:
     check = "check_gpt2_param_count"
     configs = _configs()
     for config, truth in configs:
-        out = call(check, fn, config.replace())
-        if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-            out = out.item()
-        if isinstance(out, bool) or not isinstance(out, Integral):
-            fail(
-                check,
-                f"expected an int, got {type(out).__name__} ({out!r}) for config {_describe(config)}",
-                "a missing `return`?" if out is None else "return an int (use int(...), or // not /)",
-            )
-        if int(out) == truth:
+        out = as_int(check, call(check, fn, config.replace()), f"for config {_describe(config)}")
+        if out == truth:
             continue
-        names = [n for n, kw in _MISTAKES if _count(config, **kw) == int(out)]
+        names = [n for n, kw in _MISTAKES if _count(config, **kw) == out]
         fail(
             check,
-            f"for config {_describe(config)}: you counted {int(out):,}, "
-            f"a GPT2 with this config has {truth:,}",
+            f"for config {_describe(config)}: you counted {out:,}, a GPT2 with this config has {truth:,}",
             "\n    or: ".join(names) if names else None,
         )
     passed(

@@ -19,16 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from ..norms import LayerNorm
-from ._core import as_tensor, call, close, fail, passed
+from ._core import as_tensor, call, close, fail, fail_mistake, passed, rel_dist, require_unchanged
 
 __all__ = ["check_fold_ln", "check_logit_lens"]
-
-
-def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
-    """Max abs difference relative to ref's size; inf when shapes differ or a is not finite."""
-    if a.shape != ref.shape or not torch.isfinite(a).all():
-        return math.inf
-    return float((a - ref).abs().max() / (1.0 + ref.abs().max()))
 
 
 def _pair(check: str, out: Any, what: str) -> tuple[Any, Any]:
@@ -93,13 +86,14 @@ def check_fold_ln(fn: Callable[..., Any]) -> None:
         what = f"g, b of shape [{d}], W of shape [{out_f}, {d}] ([out, in]), c of shape [{out_f}], float64"
         args = [t.clone() for t in (g, b, W, c)]
         W_f, c_f = _pair(check, call(check, fn, *args), what)
-        for name, before, after in zip("gbWc", (g, b, W, c), args, strict=True):
-            if not torch.equal(before, after):
-                fail(
-                    check,
-                    f"your function changed its input `{name}` in place, on {what}",
-                    "an in-place operation such as `W *= g`: compute new tensors instead",
-                )
+        require_unchanged(
+            check,
+            "gbWc",
+            (g, b, W, c),
+            args,
+            what,
+            "an in-place operation such as `W *= g`: compute new tensors instead",
+        )
         W_f = as_tensor(check, W_f, W, "W_f").detach().double()
         c_f = as_tensor(check, c_f, c, "c_f").detach().double()
         want = F.layer_norm(x, (d,), g, b, 1e-5) @ W.T + c
@@ -112,17 +106,18 @@ def check_fold_ln(fn: Callable[..., Any]) -> None:
             except RuntimeError:  # this mistake does not run on a non-square W
                 continue
             if close(W_f, Wm, 1e-9) and close(c_f, cm, 1e-9):
-                fail(
+                fail_mistake(
                     check,
                     f"on {what}, normalize(x) @ W_f.T + c_f differs from layer_norm(x, g, b) @ W.T + c "
-                    f"(max error {_dist(got, want):.3g})",
-                    f"{label}. Fix: {fix}",
+                    f"(max error {rel_dist(got, want):.3g})",
+                    label,
+                    fix,
                 )
         w_ok = close(W_f, W * g[None, :], 1e-9)
         fail(
             check,
             f"on {what}, normalize(x) @ W_f.T + c_f differs from layer_norm(x, g, b) @ W.T + c by up to "
-            f"{_dist(got, want):.3g} ({'W_f is right, c_f is not' if w_ok else 'W_f is wrong'})",
+            f"{rel_dist(got, want):.3g} ({'W_f is right, c_f is not' if w_ok else 'W_f is wrong'})",
             "write layer_norm(x, g, b) = normalize(x) * g + b and push both terms through W: "
             "W_f = W * g[None, :] (g scales W's input columns), c_f = c + W @ b",
         )
@@ -199,16 +194,17 @@ def check_logit_lens(fn: Callable[..., Any]) -> None:
                     ref = variant(resid, ln, wte)
                 except RuntimeError:  # e.g. a transposed wte does not multiply when vocab != d
                     continue
-                if _dist(ref, want) > 1e-6 and _dist(y, ref) <= 1e-7:
-                    fail(
+                if rel_dist(ref, want) > 1e-6 and rel_dist(y, ref) <= 1e-7:
+                    fail_mistake(
                         check,
                         f"on {what}, your logits differ from ln_f(resid) @ wte.T "
-                        f"(max error {_dist(y, want):.3g})",
-                        f"{label}. Fix: {fix}",
+                        f"(max error {rel_dist(y, want):.3g})",
+                        label,
+                        fix,
                     )
         fail(
             check,
-            f"on {what}, your logits differ from ln_f(resid) @ wte.T by up to {_dist(y, want):.3g}",
+            f"on {what}, your logits differ from ln_f(resid) @ wte.T by up to {rel_dist(y, want):.3g}",
             "apply the final LayerNorm module ln_f to the stream, then the tied unembedding wte.T",
         )
     passed(check, f"logits == ln_f(resid) @ wte.T for (d, vocab) in {shapes}")
