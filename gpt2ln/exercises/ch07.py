@@ -149,12 +149,13 @@ class _BlockCase:
         return attn, b.mlp, b.ln_1, b.ln_2
 
 
-def _block_cases() -> list[_BlockCase]:
+def _block_cases(position: str = "post") -> list[_BlockCase]:
+    """Two blocks with ``norm_position=position``, random weights and norm gains, and their inputs."""
     gen = torch.Generator().manual_seed(7)
 
     def case(what: str, B: int, T: int, d: int, H: int, dtype: torch.dtype, tol: float) -> _BlockCase:
         with torch.random.fork_rng(devices=[]):  # nn.Linear's default init draws from the global RNG
-            block = Block(GPT2Config(n_embd=d, n_head=H, n_layer=1, n_ctx=T, norm_position="post"))
+            block = Block(GPT2Config(n_embd=d, n_head=H, n_layer=1, n_ctx=T, norm_position=position))
         with torch.no_grad():
             for name, p in block.named_parameters():
                 if name.endswith("weight") and p.ndim == 2:  # sub-layers as large as x itself

@@ -1,0 +1,166 @@
+"""Chapter 11 checks: right answers pass, each classic mistake fails naming itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gpt2ln.exercises import check_dyt, check_peri_block
+
+
+# ----------------------------------------------------------------------------------- check_dyt
+def right_dyt(x, alpha, weight, bias):
+    return weight * torch.tanh(alpha * x) + bias
+
+
+def test_right_dyt_passes_and_prints_one_line(capsys):
+    check_dyt(right_dyt)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_dyt")
+
+
+def _numpy_dyt(x, alpha, weight, bias):
+    a = float(alpha) if not isinstance(alpha, torch.Tensor) else alpha.item()
+    return weight.numpy() * np.tanh(a * x.numpy()) + bias.numpy()
+
+
+def _module_dyt(x, alpha, weight, bias):
+    from gpt2ln import DyT
+
+    m = DyT(x.shape[-1]).to(x.dtype)
+    with torch.no_grad():
+        m.alpha.fill_(float(alpha))
+        m.weight.copy_(weight)
+        m.bias.copy_(bias)
+        return m(x)
+
+
+@pytest.mark.parametrize("fn", [_numpy_dyt, _module_dyt], ids=["numpy", "gpt2ln.DyT"])
+def test_other_right_dyts_pass(fn, capsys):
+    check_dyt(fn)
+    assert "✓" in capsys.readouterr().out
+
+
+DYT_MISTAKES = {
+    "alpha_outside": (lambda x, a, w, b: w * a * torch.tanh(x) + b, "applied alpha after the tanh"),
+    "no_alpha": (lambda x, a, w, b: w * torch.tanh(x) + b, "left out alpha"),
+    "divided": (lambda x, a, w, b: w * torch.tanh(x / a) + b, "divided by alpha"),
+    "gain_inside": (lambda x, a, w, b: torch.tanh(a * w * x) + b, "put the gain inside the tanh"),
+    "bias_inside": (lambda x, a, w, b: w * torch.tanh(a * x + b), "put the bias inside the tanh"),
+    "swapped": (lambda x, a, w, b: b * torch.tanh(a * x) + w, "swapped weight and bias"),
+    "no_bias": (lambda x, a, w, b: w * torch.tanh(a * x), "forgot the bias"),
+    "no_gain": (lambda x, a, w, b: torch.tanh(a * x) + b, "forgot the gain"),
+    "normalized": (
+        lambda x, a, w, b: w * torch.tanh(a * F.layer_norm(x, x.shape[-1:])) + b,
+        "normalized x first",
+    ),
+    "sigmoid": (lambda x, a, w, b: w * torch.sigmoid(a * x) + b, "used a sigmoid"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DYT_MISTAKES))
+def test_each_dyt_mistake_is_named(name):
+    fn, words = DYT_MISTAKES[name]
+    with pytest.raises(AssertionError, match=words):
+        check_dyt(fn)
+
+
+def _in_place_dyt(x, alpha, weight, bias):
+    x.mul_(alpha).tanh_()
+    return weight * x + bias
+
+
+def _clamped(x, alpha, weight, bias):
+    return weight * torch.clamp(alpha * x, -1, 1) + bias
+
+
+def test_dyt_other_failures_are_explained():
+    with pytest.raises(AssertionError, match="changed its input `x` in place"):
+        check_dyt(_in_place_dyt)
+    with pytest.raises(AssertionError, match="no single classic mistake explains it"):
+        check_dyt(_clamped)
+    with pytest.raises(AssertionError, match="dtype torch.float64, expected torch.float32"):
+        check_dyt(lambda x, a, w, b: right_dyt(x.double(), a, w.double(), b.double()))
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_dyt(_not_implemented)
+    with pytest.raises(AssertionError, match="should be a torch.Tensor, got NoneType"):
+        check_dyt(lambda x, a, w, b: None)
+
+
+def _not_implemented(*args):
+    raise NotImplementedError()
+
+
+# ---------------------------------------------------------------------------- check_peri_block
+def right_peri(x, attn, mlp, ln_1, ln_2, lo_a, lo_m):
+    x = x + lo_a(attn(ln_1(x)))
+    return x + lo_m(mlp(ln_2(x)))
+
+
+def test_right_peri_passes_and_prints_one_line(capsys):
+    check_peri_block(right_peri)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_peri_block")
+
+
+def _loop_peri(x, attn, mlp, ln_1, ln_2, lo_a, lo_m):
+    for f, n_in, n_out in ((attn, ln_1, lo_a), (mlp, ln_2, lo_m)):
+        x = x + n_out(f(n_in(x)))
+    return x
+
+
+def test_loop_peri_passes(capsys):
+    check_peri_block(_loop_peri)
+    assert "✓" in capsys.readouterr().out
+
+
+def _h(x, attn, ln_in, ln_out):
+    return x + ln_out(attn(ln_in(x)))
+
+
+PERI_MISTAKES = {
+    "pre": (lambda x, a, m, l1, l2, oa, om: (lambda h: h + m(l2(h)))(x + a(l1(x))), "that is pre-norm"),
+    "olmo2": (lambda x, a, m, l1, l2, oa, om: (lambda h: h + om(m(h)))(x + oa(a(x))), "OLMo 2's block"),
+    "stream": (
+        lambda x, a, m, l1, l2, oa, om: (lambda h: om(h + m(l2(h))))(oa(x + a(l1(x)))),
+        "normalized the stream",
+    ),
+    "in_out_swapped": (
+        lambda x, a, m, l1, l2, oa, om: right_peri(x, a, m, oa, om, l1, l2),
+        "swapped the input and output norms",
+    ),
+    "attn_mlp_swapped": (
+        lambda x, a, m, l1, l2, oa, om: right_peri(x, a, m, l2, l1, om, oa),
+        "swapped the attention and MLP norms",
+    ),
+    "no_residual": (lambda x, a, m, l1, l2, oa, om: om(m(l2(oa(a(l1(x)))))), "forgot the residual"),
+    "mlp_reads_x": (
+        lambda x, a, m, l1, l2, oa, om: _h(x, a, l1, oa) + om(m(l2(x))),
+        "the MLP reads x instead of h",
+    ),
+    "parallel": (lambda x, a, m, l1, l2, oa, om: x + oa(a(l1(x))) + om(m(l2(x))), r"\(a parallel block\)"),
+    "half": (lambda x, a, m, l1, l2, oa, om: _h(x, a, l1, oa), "forgot the MLP half"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PERI_MISTAKES))
+def test_each_peri_mistake_is_named(name):
+    fn, words = PERI_MISTAKES[name]
+    with pytest.raises(AssertionError, match=words):
+        check_peri_block(fn)
+
+
+def _in_place_peri(x, attn, mlp, ln_1, ln_2, lo_a, lo_m):
+    x += lo_a(attn(ln_1(x)))
+    return x + lo_m(mlp(ln_2(x)))
+
+
+def test_peri_other_failures_are_explained():
+    with pytest.raises(AssertionError, match="changed its input `x` in place"):
+        check_peri_block(_in_place_peri)
+    with pytest.raises(AssertionError, match="no single classic mistake explains it"):
+        check_peri_block(lambda x, a, m, l1, l2, oa, om: 2 * right_peri(x, a, m, l1, l2, oa, om))
+    with pytest.raises(AssertionError, match=r"has shape \(2, 16\), expected \(2, 5, 16\)"):
+        check_peri_block(lambda x, *subs: right_peri(x, *subs)[:, -1])
