@@ -32,9 +32,6 @@ class GPT2Config:
     the dot product. ``final_norm`` is ``ln_f`` after the last block (default: on where
     the residual stream itself is never normalized, ``pre``/``peri``/``olmo2``; off for
     ``post``/``deepnorm``, whose last sub-block already ends in a norm).
-    ``embd_scale`` multiplies the input embedding ``wte[idx] + wpe[pos]`` (Gemma uses
-    ``sqrt(n_embd)``); a norm-free or DyT model needs it, since nothing else rescales
-    GPT-2's small (std 0.02) embeddings. The tied unembedding is not scaled.
     ``scale_resid_init`` scales the init of the projections that write to the residual
     stream (``c_proj``) by 1/sqrt(2 n_layer), as transformers does; the released
     TensorFlow code does not (DeepNorm uses its own beta instead).
@@ -53,7 +50,6 @@ class GPT2Config:
     scale_resid_init: bool = True
     dropout: float = 0.0
     dyt_alpha: float = 0.5
-    embd_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_ctx", "n_embd", "n_layer", "n_head"):
@@ -80,9 +76,6 @@ class GPT2Config:
             or not self.dyt_alpha > 0
         ):
             raise ValueError(f"GPT2Config: expected dyt_alpha > 0, got {self.dyt_alpha!r}")
-        e = self.embd_scale
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not (e > 0 and e < float("inf")):
-            raise ValueError(f"GPT2Config: expected a finite embd_scale > 0, got {e!r}")
         if self.qk_norm and self.norm == "none":
             raise ValueError('GPT2Config: qk_norm=True needs a norm; got norm="none"')
         if self.final_norm is not None and not isinstance(self.final_norm, bool):
@@ -111,12 +104,11 @@ class GPT2Config:
     def is_gpt2(self) -> bool:
         """True when this is GPT-2's own architecture (pre-norm LayerNorm, ``ln_f``, no QK-norm),
         the only one transformers' ``GPT2LMHeadModel`` can hold."""
-        return (self.norm, self.norm_position, self.qk_norm, self.use_final_norm, self.embd_scale) == (
+        return (self.norm, self.norm_position, self.qk_norm, self.use_final_norm) == (
             "layernorm",
             "pre",
             False,
             True,
-            1.0,
         )
 
     @property

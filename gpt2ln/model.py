@@ -112,10 +112,7 @@ class GPT2(nn.Module):
         past_len = 0 if kv_cache is None else kv_cache.length
         T = idx.shape[1]
         pos = torch.arange(past_len, past_len + T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)  # [B, T, d]
-        if self.config.embd_scale != 1.0:
-            x = x * self.config.embd_scale
-        x = self.drop(x)
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, d]
         for layer, block in enumerate(self.h):
             if cache is not None:
                 cache[f"resid_pre.{layer}"] = x

@@ -204,17 +204,3 @@ def test_variant_forward_backward_and_cached_generation(changes):
     model.eval()
     cached = model.generate(idx[:, :4], 12, temperature=0)
     assert torch.equal(cached, model.generate(idx[:, :4], 12, temperature=0, use_cache=False))
-
-
-def test_embd_scale_multiplies_the_input_embedding_only():
-    torch.manual_seed(0)
-    plain = GPT2(CFG.replace(norm="none")).eval()
-    scaled = GPT2(CFG.replace(norm="none", embd_scale=8.0)).eval()
-    scaled.load_state_dict(plain.state_dict())
-    idx = torch.randint(0, CFG.vocab_size, (2, 6))
-    _, c_plain = plain.run_with_cache(idx)
-    _, c_scaled = scaled.run_with_cache(idx)
-    torch.testing.assert_close(c_scaled["resid_pre.0"], 8.0 * c_plain["resid_pre.0"])
-    assert not CFG.replace(embd_scale=8.0).is_gpt2
-    with pytest.raises(ValueError, match="finite embd_scale > 0, got 0"):
-        CFG.replace(embd_scale=0)
