@@ -48,6 +48,11 @@ def test_bench_generate_compares_tokens(pair):
     out = bench_generate(*pair, prompt_len=4, new_tokens=6, repeats=1, warmup=0)
     assert out["tokens_equal"], out["mismatch"]
     assert _positive_finite(out["ratio"])
+    ours = pair[0]
+    n_weights = sum(p.numel() for p in ours.parameters()) - ours.wpe.weight.numel()
+    assert out["weight_bytes"] == 4 * n_weights  # float32, every matrix read once per token
+    for k in ("copy_GBps", "floor_ms_per_token", "gpt2ln_weight_GBps", "transformers_ms_per_token"):
+        assert _positive_finite(out[k]), k
 
 
 def test_compare_tokens_reports_a_mismatch():
@@ -78,7 +83,13 @@ def test_bench_layer_norm_rows():
     rows = bench_layer_norm([(2, 8, 32), (1, 1, 32)], repeats=2, warmup=0, compile=False)
     assert len(rows) == 2
     for r in rows:
-        assert set(r["impls"]) == {"gpt2ln.layer_norm", "F.layer_norm", "gpt2ln.rms_norm"}
+        assert set(r["impls"]) == {
+            "gpt2ln.layer_norm",
+            "gpt2ln.LayerNorm (module)",
+            "F.layer_norm",
+            "gpt2ln.rms_norm",
+            "gpt2ln.RMSNorm (module)",
+        }
         assert _positive_finite(r["copy_GBps"]) and r["compile_error"] is None
         assert all(_positive_finite(v["GBps"]) and _positive_finite(v["us"]) for v in r["impls"].values())
 
@@ -103,7 +114,10 @@ def test_run_record_structure():
         compile=False,
         log=lambda s: None,
     )
-    assert set(rec) >= {"machine", "goals", "runs", "profile", "summary", "command"}
+    assert set(rec) >= {"machine", "goals", "runs", "profile", "profile_generate", "summary", "command"}
+    assert rec["profile_generate"]["top_ops"] and rec["profile_generate"]["new_tokens"] == 4
+    assert isinstance(rec["summary"]["layer_norm_goal_met"], bool)
+    assert 0 < rec["summary"]["layer_norm_of_copy"]
     assert set(rec["machine"]) >= {
         "platform",
         "cpu_count",
