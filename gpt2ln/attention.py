@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import GPT2Config
+from .gemv import Linear
 from .norms import DyT, LayerNorm, RMSNorm
 
 
@@ -106,8 +107,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         d = config.n_embd
         self.n_head, self.head_dim = config.n_head, config.head_dim
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
+        self.c_attn = Linear(d, 3 * d)  # nn.Linear, multi-core for one-token steps (gpt2ln.gemv)
+        self.c_proj = Linear(d, d)
         self.qk_norm = config.qk_norm
         if config.qk_norm:
             self.q_norm = make_norm(config, self.head_dim)

@@ -8,6 +8,7 @@ from torch import nn
 
 from .attention import CausalSelfAttention, KVCache, make_norm
 from .config import GPT2Config
+from .gemv import Linear
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
@@ -21,8 +22,8 @@ class MLP(nn.Module):
     def __init__(self, config: GPT2Config) -> None:
         super().__init__()
         d = config.n_embd
-        self.c_fc = nn.Linear(d, 4 * d)
-        self.c_proj = nn.Linear(4 * d, d)
+        self.c_fc = Linear(d, 4 * d)  # nn.Linear, multi-core for one-token steps (gpt2ln.gemv)
+        self.c_proj = Linear(4 * d, d)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,7 @@ from torch import nn
 from .attention import KVCache, make_norm
 from .blocks import Block
 from .config import GPT2Config
+from .gemv import linear
 from .norms import DyT, LayerNorm, RMSNorm
 
 
@@ -126,7 +127,7 @@ class GPT2(nn.Module):
         x = self.ln_f(x)
         if cache is not None:
             cache["ln_f.out"] = x
-        return x @ self.wte.weight.T  # [B, T, vocab], tied unembedding
+        return linear(x, self.wte.weight)  # x @ wte^T: [B, T, vocab], tied unembedding
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx: int64 ``[B, T]`` with ``T <= n_ctx`` -> logits ``[B, T, vocab_size]``."""
