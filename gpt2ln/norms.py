@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 def _check_input(x: torch.Tensor, eps: float, name: str) -> None:
@@ -110,6 +111,8 @@ def _check_module_args(d: int, eps: float, name: str) -> None:
 
 def _check_module_input(x: torch.Tensor, d: int, name: str) -> None:
     """The cheap checks a module's fast path needs: a float tensor ``[..., d]``."""
+    if type(x) is torch.Tensor and x.dtype in _FLOATS and x.ndim and x.shape[-1] == d:
+        return  # the common case, in one line
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected x to be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -142,7 +145,7 @@ class LayerNorm(nn.Module):
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
         _check_module_input(x, self.d, "LayerNorm")
-        return F.layer_norm(x, (self.d,), self.weight.to(x.dtype), _cast(self.bias, x.dtype), self.eps)
+        return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.d}, eps={self.eps}, bias={self.bias is not None}, fast={self.fast}"
@@ -165,7 +168,7 @@ class RMSNorm(nn.Module):
         if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
             return rms_norm(x, self.weight, self.eps)
         _check_module_input(x, self.d, "RMSNorm")
-        return F.rms_norm(x, (self.d,), self.weight.to(x.dtype), self.eps)
+        return F.rms_norm(x, (self.d,), _cast(self.weight, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.d}, eps={self.eps}, fast={self.fast}"
@@ -223,7 +226,8 @@ class DyT(nn.Module):
 
 
 def _cast(p: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    return None if p is None else p.to(dtype)
+    """p in dtype (no call at all when it already is: these run once per norm per token)."""
+    return p if p is None or p.dtype == dtype else p.to(dtype)
 
 
 def set_fast(module: nn.Module, fast: bool) -> nn.Module:
