@@ -46,6 +46,7 @@ __all__ = [
     "bench_generate",
     "bench_layer_norm",
     "compare_tokens",
+    "keep_freed_memory",
     "machine_info",
     "make_pair",
     "peak_memory",
@@ -506,6 +507,9 @@ def run(
                         "transformers": peak_memory(partial(_hf_logits, theirs, idx), dev),
                     }
                 )
+        if dev.type == "cpu" and "malloc" not in record["machine"]:
+            # after the memory figures (which watch the process grow), before the kernel timings
+            record["machine"]["malloc"] = keep_freed_memory()
         log(f"[{name}] layer_norm")
         part["layer_norm"] = bench_layer_norm(
             ln_shapes or LN_SHAPES, dev, dtype, repeats=max(5, 3 * repeats), compile=compile
@@ -542,6 +546,37 @@ def run(
         and fp32["generate"]["tokens_equal"],
     }
     return record
+
+
+def keep_freed_memory() -> str | None:
+    """Ask glibc's malloc to keep freed memory for reuse (no mmap per large block, no trimming).
+
+    By default a block above the mmap threshold (at most 32 MB) gets fresh pages from the OS on
+    every allocation and returns them on free, so an out-of-place kernel that allocates its output
+    pays a page fault per 4 KB in some calls and not in others, depending on the allocator's
+    state: LayerNorm timings at [8, 1024, 768] then swing by 5x between runs. With this setting
+    (what jemalloc or tcmalloc do for PyTorch on CPU) every timed call reuses memory, so the
+    timings measure the kernels. ``run`` sets it after the peak-memory figures (a process that
+    keeps its freed memory no longer grows) and before the LayerNorm timings. It lasts for the
+    rest of the process. Returns a description of what was set, or None where it could not be
+    (not glibc).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if platform.system() != "Linux" or not name:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = (
+            libc.mallopt(m_mmap_threshold, 1 << 30) == 1
+            and libc.mallopt(m_trim_threshold, (1 << 31) - 1) == 1
+        )
+    except (OSError, AttributeError):
+        return None
+    return "glibc mallopt: mmap threshold 1 GiB, no trimming (freed memory is reused)" if ok else None
 
 
 def _finite(obj: Any) -> Any:

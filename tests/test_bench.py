@@ -130,3 +130,10 @@ def test_run_record_structure():
     assert set(fp32) == {"forward", "generate", "memory", "layer_norm"}
     assert rec["summary"]["outputs_match"]
     assert all(_positive_finite(v) for v in rec["summary"]["forward_ratios"].values())
+
+
+def test_keep_freed_memory_says_what_it_set():
+    from gpt2ln.bench import keep_freed_memory
+
+    got = keep_freed_memory()
+    assert got is None or got.startswith("glibc mallopt")
