@@ -34,6 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gpt2ln import gemv
 from gpt2ln.config import GPT2Config
 from gpt2ln.loading import config_to_json
 from gpt2ln.model import GPT2
@@ -43,6 +44,7 @@ from gpt2ln.numerics import time_interleaved
 __all__ = [
     "GOALS",
     "bench_forward",
+    "bench_gemv",
     "bench_generate",
     "bench_layer_norm",
     "compare_tokens",
@@ -225,14 +227,21 @@ def bench_generate(
     device = ours.device
     gen = torch.Generator().manual_seed(1)
     idx = torch.randint(0, ours.config.vocab_size - 1, (1, prompt_len), generator=gen).to(device)
+
+    def without_gemv() -> torch.Tensor:
+        with gemv.disabled():
+            return ours.generate(idx, new_tokens, temperature=0)
+
     with torch.inference_mode():
         a = ours.generate(idx, new_tokens, temperature=0)
         b = _hf_generate(theirs, idx, new_tokens)
         check = compare_tokens(a, b)
+        check_plain = compare_tokens(without_gemv(), b)
         med = _timed(
             {
                 "gpt2ln": lambda: ours.generate(idx, new_tokens, temperature=0),
                 "transformers": lambda: _hf_generate(theirs, idx, new_tokens),
+                "gpt2ln_without_gemv": without_gemv,
             },
             device,
             repeats,
@@ -248,8 +257,10 @@ def bench_generate(
         "gpt2ln_ms": med["gpt2ln"] * 1e3,
         "transformers_ms": med["transformers"] * 1e3,
         "ratio": med["gpt2ln"] / med["transformers"],
-        "tokens_equal": check["equal"],
-        "mismatch": check["why"],
+        "tokens_equal": check["equal"] and check_plain["equal"],
+        "mismatch": check["why"] or check_plain["why"],
+        # the ablation: the same model and loop with every product sent to F.linear
+        "gpt2ln_without_gemv_ms": med["gpt2ln_without_gemv"] * 1e3,
         "weight_bytes": weight_bytes,
         "read_GBps": read,
     }
@@ -260,6 +271,45 @@ def bench_generate(
     # the floor: reading every weight once per token as fast as the machine reads memory
     out["floor_ms_per_token"] = weight_bytes / (read * 1e9) * 1e3
     return out
+
+
+def bench_gemv(shape: tuple[int, int] = (50257, 768), repeats: int = 7, warmup: int = 1) -> dict[str, Any]:
+    """One row times a weight of ``shape`` ``[out, in]`` on CPU, as in a decoding step's unembedding:
+    ``F.linear`` on one thread and on all of them, and ``gemv.linear`` on all, in GB/s of weight read.
+
+    If ``F.linear`` is no faster on all threads than on one, the BLAS routine it calls for this
+    product runs on one core.
+    """
+    threads = torch.get_num_threads()
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(*shape, generator=gen)
+    x = torch.randn(1, shape[1], generator=gen)
+
+    def one_thread() -> None:
+        torch.set_num_threads(1)
+        try:
+            F.linear(x, w)
+        finally:
+            torch.set_num_threads(threads)
+
+    with torch.inference_mode():
+        torch.testing.assert_close(gemv.linear(x, w), F.linear(x, w), atol=1e-4, rtol=1e-4)
+        med = _timed(
+            {
+                "F.linear, 1 thread": one_thread,
+                f"F.linear, {threads} threads": partial(F.linear, x, w),
+                f"gemv.linear, {threads} threads": partial(gemv.linear, x, w),
+            },
+            torch.device("cpu"),
+            repeats,
+            warmup,
+        )
+    nbytes = w.numel() * w.element_size()
+    return {
+        "shape": list(shape),
+        "threads": threads,
+        "impls": {k: {"ms": sec * 1e3, "GBps": nbytes / sec / 1e9} for k, sec in med.items()},
+    }
 
 
 def _read_GBps(nbytes: int, device: torch.device | str, repeats: int = 5) -> float:
@@ -489,6 +539,9 @@ def run(
         part["forward"] = bench_forward(
             ours, theirs, shapes, repeats=repeats, atol=1e-3 if name == "float32" else 0.5
         )
+        if dtype == torch.float32 and dev.type == "cpu":
+            log(f"[{name}] gemv")
+            part["gemv"] = bench_gemv((config.vocab_size, config.n_embd), repeats=max(3, repeats))
         if dtype == torch.float32:
             log(f"[{name}] generate {prompt_len}+{new_tokens}")
             part["generate"] = bench_generate(

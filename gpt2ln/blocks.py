@@ -1,4 +1,5 @@
-"""The MLP and the transformer block, pre-norm (GPT-2) or post-norm (GPT-1)."""
+"""The MLP and the transformer block, with its norms in one of five placements (pre-norm as in
+GPT-2, post-norm as in GPT-1, Peri-LN, OLMo 2's reordering, DeepNorm)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ class GPT2Config:
     """Shape and normalization of a GPT-2 model.
 
     The defaults are GPT-2 small (124M). ``norm`` is the normalization used everywhere
-    (``ln_1``, ``ln_2``, ``ln_f`` and QK-norm): ``"layernorm"``, ``"rmsnorm"``,
-    ``"dyt"`` (Dynamic Tanh, ``weight * tanh(alpha x) + bias``, Zhu et al. 2025, with
-    ``alpha`` starting at ``dyt_alpha``) or ``"none"`` (identity: no normalization).
+    (``ln_1``, ``ln_2``, Peri-LN's ``ln_attn_out``/``ln_mlp_out``, ``ln_f`` and QK-norm):
+    ``"layernorm"``, ``"rmsnorm"``, ``"dyt"`` (Dynamic Tanh, ``weight * tanh(alpha x) + bias``,
+    Zhu et al. 2025, with ``alpha`` starting at ``dyt_alpha``) or ``"none"`` (identity: no
+    normalization).
 
     ``norm_position`` places it in each block, for each sub-layer ``f`` (attention, MLP):
 
@@ -85,7 +86,8 @@ class GPT2Config:
 
     @property
     def use_final_norm(self) -> bool:
-        """Whether the model has ``ln_f``: ``final_norm``, or if None, pre-norm only."""
+        """Whether the model has ``ln_f``: ``final_norm``, or if None, the placements whose
+        residual stream is never normalized (``pre``, ``peri``, ``olmo2``)."""
         if self.final_norm is None:
             return self.norm_position in ("pre", "peri", "olmo2")
         return self.final_norm

@@ -17,12 +17,28 @@ one thread, autograd) goes to ``F.linear``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 #: at most this many rows ([B * T]) count as matrix-vector products
 MAX_ROWS = 4
+#: False sends every product to ``F.linear`` (see :func:`disabled`)
+ENABLED = True
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Within the block, :func:`linear` is plain ``F.linear`` (the benchmark's ablation)."""
+    global ENABLED
+    old, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = old
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -30,7 +46,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     k = torch.get_num_threads()
     rows = x.numel() // x.shape[-1] if x.ndim and x.shape[-1] else 0
     if (
-        k < 2
+        not ENABLED
+        or k < 2
         or x.device.type != "cpu"
         or not 0 < rows <= MAX_ROWS
         or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))

@@ -154,7 +154,8 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias.
 
-    ``fast=True`` runs ``F.rms_norm`` (fused), ``fast=False`` the readable :func:`rms_norm`.
+    ``fast=True`` runs ``F.rms_norm`` (a fused kernel on GPUs; on CPU PyTorch composes it from a
+    few kernels), ``fast=False`` the readable :func:`rms_norm`.
     """
 
     def __init__(self, d: int, eps: float = 1e-6, fast: bool = True) -> None:

@@ -47,7 +47,7 @@ def test_bench_forward_rows(pair):
 def test_bench_generate_compares_tokens(pair):
     out = bench_generate(*pair, prompt_len=4, new_tokens=6, repeats=1, warmup=0)
     assert out["tokens_equal"], out["mismatch"]
-    assert _positive_finite(out["ratio"])
+    assert _positive_finite(out["ratio"]) and _positive_finite(out["gpt2ln_without_gemv_ms"])
     ours = pair[0]
     n_weights = sum(p.numel() for p in ours.parameters()) - ours.wpe.weight.numel()
     assert out["weight_bytes"] == 4 * n_weights  # float32, every matrix read once per token
@@ -127,7 +127,7 @@ def test_run_record_structure():
         "load_average",
     }
     fp32 = rec["runs"]["float32"]
-    assert set(fp32) == {"forward", "generate", "memory", "layer_norm"}
+    assert set(fp32) == {"forward", "gemv", "generate", "memory", "layer_norm"}
     assert rec["summary"]["outputs_match"]
     assert all(_positive_finite(v) for v in rec["summary"]["forward_ratios"].values())
 
@@ -137,3 +137,11 @@ def test_keep_freed_memory_says_what_it_set():
 
     got = keep_freed_memory()
     assert got is None or got.startswith("glibc mallopt")
+
+
+def test_bench_gemv_rows():
+    from gpt2ln.bench import bench_gemv
+
+    out = bench_gemv((40, 16), repeats=2, warmup=0)
+    assert out["shape"] == [40, 16] and len(out["impls"]) == 3
+    assert all(_positive_finite(v["GBps"]) and _positive_finite(v["ms"]) for v in out["impls"].values())

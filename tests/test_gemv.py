@@ -57,3 +57,16 @@ def test_linear_module_is_an_nn_linear_with_the_same_state():
     torch.testing.assert_close(m(x), F.linear(x, m.weight, m.bias))
     with pytest.raises(RuntimeError):  # a wrong width fails as F.linear does
         m(torch.randn(1, 7))
+
+
+def test_disabled_sends_everything_to_f_linear(two_threads, monkeypatch):
+    from gpt2ln import gemv
+
+    calls = []
+    real_bmm = torch.bmm
+    monkeypatch.setattr(torch, "bmm", lambda *a: calls.append(1) or real_bmm(*a))
+    with gemv.disabled():
+        linear(torch.randn(1, 8), torch.randn(16, 8))
+    assert calls == [] and gemv.ENABLED
+    linear(torch.randn(1, 8), torch.randn(16, 8))
+    assert calls == [1]
