@@ -55,6 +55,19 @@ class KVCache:
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store layer ``layer``'s new k, v ``[B, H, T, D]``; return all its keys and values so far
         ``[B, H, length + T, D]`` (views into the buffer, no copy)."""
+        _, batch, heads, _, dim = self.k.shape
+        for name, t in (("k", k), ("v", v)):
+            if t.ndim != 4 or (t.shape[0], t.shape[1], t.shape[3]) != (batch, heads, dim):
+                raise ValueError(
+                    f"KVCache: expected {name} of shape [{batch}, {heads}, T, {dim}] (B, H, T, D), "
+                    f"got {tuple(t.shape)}"
+                )
+        if k.shape != v.shape:
+            raise ValueError(
+                f"KVCache: expected k and v of the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+            )
+        if not 0 <= layer < self.k.shape[0]:
+            raise ValueError(f"KVCache: expected a layer in [0, {self.k.shape[0]}), got {layer}")
         end = self.length + k.shape[2]
         if end > self.max_len:
             raise ValueError(f"KVCache: {end} positions do not fit in max_len={self.max_len}")

@@ -188,6 +188,14 @@ def dyt(
     elementwise pass and never looks across the d features the way a norm does.
     """
     _check_input(x, 1.0, "dyt")
+    scalar = isinstance(alpha, torch.Tensor) and alpha.numel() == 1
+    if not scalar and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
+        got = (
+            f"a tensor of shape {tuple(alpha.shape)}"
+            if isinstance(alpha, torch.Tensor)
+            else type(alpha).__name__
+        )
+        raise TypeError(f"dyt: expected alpha to be a number or a 1-element tensor, got {got}")
     d = x.shape[-1]
     _check_param(weight, d, "weight", "dyt")
     _check_param(bias, d, "bias", "dyt")

@@ -253,6 +253,15 @@ def test_kv_cache_refuses_to_overflow_and_bad_sizes():
             torch.zeros(1, SMALL.n_head, 5, SMALL.head_dim),
             torch.zeros(1, SMALL.n_head, 5, SMALL.head_dim),
         )
+    good = torch.zeros(1, SMALL.n_head, 1, SMALL.head_dim)
+    with pytest.raises(
+        ValueError, match=r"expected k of shape \[1, 4, T, 12\] \(B, H, T, D\), got \(1, 3, 1, 12\)"
+    ):
+        kv.update(0, torch.zeros(1, 3, 1, SMALL.head_dim), good)
+    with pytest.raises(ValueError, match="expected a layer in \\[0, 3\\), got 3"):
+        kv.update(3, good, good)
+    with pytest.raises(ValueError, match="k and v of the same shape"):
+        kv.update(0, good, torch.zeros(1, SMALL.n_head, 2, SMALL.head_dim))
     with pytest.raises(ValueError, match=r"1 <= max_len <= n_ctx=32, got 33"):
         KVCache.for_model(SMALL, batch=1, max_len=33)
 

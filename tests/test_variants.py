@@ -55,6 +55,10 @@ def test_dyt_bad_input_is_named():
         DyT(4, alpha_init=-1)
     with pytest.raises(ValueError, match=r"expected x of shape \[\.\.\., 4\], got shape \(2, 3\)"):
         DyT(4)(torch.randn(2, 3))
+    with pytest.raises(TypeError, match="alpha to be a number or a 1-element tensor, got str"):
+        dyt(torch.randn(2, 4), "0.5")
+    with pytest.raises(TypeError, match=r"got a tensor of shape \(4,\)"):
+        dyt(torch.randn(2, 4), torch.ones(4))
     with pytest.raises(ValueError, match=r"weight of shape \(4,\)"):
         dyt(torch.randn(2, 4), 0.5, torch.ones(3))
 
