@@ -391,7 +391,7 @@
       var out = compute.block_diagram(data, inputs), layout = data.layouts[inputs.position];
       formula.textContent = layout.formula;
       clear(holder);
-      var BW = 92, BH = 40, GAP = 14, yS = 150, yB = 62;
+      var BW = 88, BH = 42, GAP = 10, yS = 150, yB = 62;
       var width = 40;
       layout.steps.forEach(function (st) {
         width += st.branch ? st.branch.length * (BW + GAP) + 2 * GAP + 30 : BW + 2 * GAP;
@@ -473,6 +473,10 @@
   }
 
   // ---------------------------------------------------------------- residual stream and logit lens
+  function niceStep(x) {
+    var p = Math.pow(10, Math.floor(Math.log10(x))), m = x / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
   function shown(tok) { return tok === " " ? "␣" : tok === "\n" ? "↵" : tok; }
   function mountResidualLens(root, id, data) {
     var inputs = {prompt: data.prompt, token: data.token};
@@ -483,7 +487,7 @@
     data.prompts.forEach(function (p, i) { el("option", {value: i}, psel, p.text.replace(/\n/g, " ↵ ")); });
     psel.value = String(inputs.prompt);
     var chips = el("div", {"class": "g2-chips", "data-role": "tokens"}, root);
-    var panels = el("div", {"class": "g2-panels"}, root);
+    var panels = el("div", {"class": "g2-panels g2-two"}, root);
     function render() {
       var out = compute.residual_lens(data, inputs), pr = data.prompts[inputs.prompt];
       clear(chips);
@@ -496,15 +500,14 @@
       var box = el("div", {"class": "g2-panel g2-wide"}, panels);
       var vals = out.norms.concat([out.norm_after_ln_f]), n = vals.length;
       var W = 460, H = 220, L = 44, R = 8, T = 24, B = 34, bw = (W - L - R) / n;
-      var top = Math.max.apply(null, vals) * 1.15;
+      var step = niceStep(Math.max.apply(null, vals) * 1.1 / 4), top = step * Math.ceil(Math.max.apply(null, vals) * 1.1 / step);
       var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: "img", "aria-label": "residual norm by layer", "data-role": "norms"}, box);
       function y(v) { return T + (H - T - B) * (1 - v / top); }
       sv("text", {x: L, y: 14, "class": "g2-title"}, svg, "‖x‖ of token " + JSON.stringify(out.token) + " at each layer");
-      [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
-        var t = f * top;
-        sv("line", {x1: L, x2: W - R, y1: y(t), y2: y(t), "class": f === 0 ? "g2-zero" : "g2-grid"}, svg);
-        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, svg, t.toFixed(t < 10 ? 1 : 0));
-      });
+      for (var t = 0; t <= top + 1e-9; t += step) {
+        sv("line", {x1: L, x2: W - R, y1: y(t), y2: y(t), "class": t === 0 ? "g2-zero" : "g2-grid"}, svg);
+        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, svg, String(+t.toPrecision(3)));
+      }
       vals.forEach(function (v, i) {
         var last = i === n - 1;
         sv("rect", {x: L + i * bw + 4, width: bw - 8, y: y(v), height: y(0) - y(v), "class": "g2-bar " + (last ? "g2-ln" : "g2-input"), "data-layer": i}, svg);
