@@ -165,6 +165,7 @@
   function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
   function f3(v) { var s = v.toFixed(3); return s === "-0.000" ? "0.000" : s; }
   function fe(v) { return v.toExponential(2); }
+  function short(v) { return v < 1e5 ? int(v) : (v / 1e6).toFixed(2) + "M"; }
   function int(v) { return Math.round(v).toLocaleString("en-US"); }
   function slider(parent, label, min, max, step, value, fmt, role) {
     var wrap = el("label", {"class": "g2-slider"}, parent);
@@ -187,7 +188,7 @@
 
   /** A bar chart in an SVG on [-lim, lim], redrawn in place by update(values, lim, overlay). */
   function barChart(parent, opts) {
-    var W = 300, H = 210, L = 36, R = 6, T = 22, B = 22;
+    var W = 240, H = 180, L = 30, R = 4, T = 20, B = 20;
     var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: "img",
                          "aria-label": opts.title, "data-role": opts.role}, parent);
     var n = opts.n, bw = (W - L - R) / n, lim = 1;
@@ -381,7 +382,7 @@
                        "data-component": name, tabindex: 0, role: "button"}, svg);
       sv("rect", {x: x, y: y, width: w, height: h, rx: 6}, g);
       sv("text", {x: x + w / 2, y: y + h / 2 - 2, "text-anchor": "middle", "class": "g2-comp-name"}, g, name);
-      sv("text", {x: x + w / 2, y: y + h / 2 + 12, "text-anchor": "middle", "class": "g2-comp-params"}, g, int(c.params) + " params");
+      sv("text", {x: x + w / 2, y: y + h / 2 + 12, "text-anchor": "middle", "class": "g2-comp-params"}, g, short(c.params) + " params");
       var pick = function () { inputs.selected = name; render(); };
       g.addEventListener("click", pick);
       g.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
