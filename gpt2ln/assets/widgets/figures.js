@@ -381,7 +381,8 @@
       var g = sv("g", {"class": "g2-comp" + (c.is_norm ? " g2-norm" : "") + (inputs.selected === name ? " g2-selected" : ""),
                        "data-component": name, tabindex: 0, role: "button"}, svg);
       sv("rect", {x: x, y: y, width: w, height: h, rx: 6}, g);
-      sv("text", {x: x + w / 2, y: y + h / 2 - 2, "text-anchor": "middle", "class": "g2-comp-name"}, g, name);
+      var label = sv("text", {x: x + w / 2, y: y + h / 2 - 2, "text-anchor": "middle", "class": "g2-comp-name"}, g, name);
+      if (name.length > 8) label.style.fontSize = "11px";
       sv("text", {x: x + w / 2, y: y + h / 2 + 12, "text-anchor": "middle", "class": "g2-comp-params"}, g, short(c.params) + " params");
       var pick = function () { inputs.selected = name; render(); };
       g.addEventListener("click", pick);
@@ -395,10 +396,10 @@
       var BW = 88, BH = 42, GAP = 10, yS = 150, yB = 62;
       var width = 40;
       layout.steps.forEach(function (st) {
-        width += st.branch ? st.branch.length * (BW + GAP) + 2 * GAP + 30 : BW + 2 * GAP;
+        width += st.branch ? Math.max(st.branch.length, 2) * (BW + GAP) + 2 * GAP + 30 : BW + 2 * GAP;
       });
       width += layout.final_norm ? BW + 4 * GAP + 60 : 60;
-      var svg = sv("svg", {viewBox: "0 0 " + width + " 210", "class": "g2-block", role: "img",
+      var svg = sv("svg", {viewBox: "0 30 " + width + " 172", "class": "g2-block", role: "img",
                            "aria-label": layout.label + " block diagram"}, holder);
       var defs = sv("defs", {}, svg);
       var mk = sv("marker", {id: id + "-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 9, markerHeight: 9,
@@ -410,20 +411,22 @@
       var blockStart = x;
       layout.steps.forEach(function (st) {
         if (st.branch) {
-          var split = x + GAP, bx = split + GAP;
-          var end = bx + st.branch.length * (BW + GAP), add = end + 12;
+          var split = x + GAP, slots = Math.max(st.branch.length, 2);
+          var bx = split + GAP + (slots - st.branch.length) * (BW + GAP) / 2;
+          var end = split + GAP + slots * (BW + GAP), add = end + 12;
           sv("path", {d: "M" + split + "," + yS + " L" + split + "," + (yB + BH / 2) + " L" + bx + "," + (yB + BH / 2), "class": "g2-wire", "marker-end": arrow}, svg);
           st.branch.forEach(function (name, i) {
             var bx_i = bx + i * (BW + GAP);
             box(svg, bx_i, yB, BW, BH, name);
             if (i > 0) sv("line", {x1: bx_i - GAP, x2: bx_i, y1: yB + BH / 2, y2: yB + BH / 2, "class": "g2-wire", "marker-end": arrow}, svg);
           });
-          sv("path", {d: "M" + (end - GAP) + "," + (yB + BH / 2) + " L" + add + "," + (yB + BH / 2) + " L" + add + "," + (yS - 11),
+          var last = bx + st.branch.length * (BW + GAP) - GAP;
+          sv("path", {d: "M" + last + "," + (yB + BH / 2) + " L" + add + "," + (yB + BH / 2) + " L" + add + "," + (yS - 11),
                       "class": "g2-wire", "marker-end": arrow}, svg);
           var bypass = sv("line", {x1: x, x2: add - 11, y1: yS, y2: yS, "class": "g2-bypass", "marker-end": arrow}, svg);
           bypass.setAttribute("data-role", "bypass");
           sv("text", {x: (split + add) / 2, y: yS + 18, "text-anchor": "middle", "class": "g2-bypass-label"}, svg,
-             st.alpha ? "residual bypass × α = " + data.deepnorm_alpha.toFixed(3) : "residual bypass");
+             st.alpha ? "bypass × α = " + data.deepnorm_alpha.toFixed(3) : "residual bypass");
           sv("circle", {cx: add, cy: yS, r: 11, "class": "g2-add"}, svg);
           sv("text", {x: add, y: yS + 5, "text-anchor": "middle", "class": "g2-add-sign"}, svg, "+");
           x = add + 11;
