@@ -86,6 +86,22 @@ def close_to(a, b, tol: float, what: str) -> None:
     assert err <= tol, f"{what}: differs by {err:.2e} (> {tol})"
 
 
+def same(a, b, tol: float, path: str) -> None:
+    """Two JSON-like structures are equal, numbers to within tol."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys differ"
+        for k in a:
+            same(a[k], b[k], tol, f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
+        for i, (u, v) in enumerate(zip(a, b, strict=True)):
+            same(u, v, tol, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=0, abs_tol=tol), f"{path}: {a} vs {b}"
+    else:
+        assert a == b, f"{path}: {a!r} vs {b!r}"
+
+
 def number(text: str) -> float:
     return float(re.search(r"[-+]?\d[\d,]*\.?\d*(?:e[-+]?\d+)?", text).group(0).replace(",", ""))
 
@@ -366,6 +382,39 @@ def test_two_figures_of_the_same_kind_on_one_page_work_independently(context, ba
         shift.press("ArrowRight")
         assert state(first)["inputs"]["shift"] == pytest.approx(0.1)
         assert state(second) == s2, "moving one figure's slider changed the other"
+        assert not t.problems, "\n".join(t.problems)
+    finally:
+        t.close()
+
+
+# How Jupyter front ends show an HTML output: JupyterLab and VS Code set the output's innerHTML on a
+# node that may not be in the page yet, then replace each <script> by a fresh copy so that it runs
+# (innerHTML alone never runs scripts); the node is attached afterwards.
+_JUPYTER_INSERT_JS = """html => {
+  const host = document.createElement("div");
+  host.innerHTML = html;
+  for (const old of Array.from(host.querySelectorAll("script"))) {
+    const s = document.createElement("script");
+    for (const a of Array.from(old.attributes)) s.setAttribute(a.name, a.value);
+    s.textContent = old.textContent;
+    old.parentNode.replaceChild(s, old);
+  }
+  setTimeout(() => document.body.appendChild(host), 50);
+}"""
+
+
+def test_figures_mount_when_inserted_the_way_jupyter_front_ends_insert_outputs(context, base_url):
+    t = Tab(context, base_url)
+    try:
+        t.page.set_content("<!doctype html><html><body></body></html>")
+        figs = [live.norm_explorer(), live.qk_norm_explorer(), live.block_diagram()]
+        for fig in figs:
+            t.page.evaluate(_JUPYTER_INSERT_JS, fig._repr_html_())
+        t.page.wait_for_function("() => document.querySelectorAll('.gpt2ln-fig.g2-live').length === 3")
+        for fig in figs:
+            shown = state(t.page.locator(f"#{fig.id}"))
+            assert shown["inputs"] == fig.state()["inputs"]
+            same(shown["outputs"], fig.state()["outputs"], 1e-9, fig.kind)
         assert not t.problems, "\n".join(t.problems)
     finally:
         t.close()
