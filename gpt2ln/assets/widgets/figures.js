@@ -503,7 +503,7 @@
       clear(panels);
       var box = el("div", {"class": "g2-panel g2-wide"}, panels);
       var vals = out.norms.concat([out.norm_after_ln_f]), n = vals.length;
-      var W = 460, H = 220, L = 44, R = 8, T = 24, B = 34, bw = (W - L - R) / n;
+      var W = 380, H = 210, L = 36, R = 6, T = 24, B = 34, bw = (W - L - R) / n;
       var step = niceStep(Math.max.apply(null, vals) * 1.1 / 4), top = step * Math.ceil(Math.max.apply(null, vals) * 1.1 / step);
       var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: "img", "aria-label": "residual norm by layer", "data-role": "norms"}, box);
       function y(v) { return T + (H - T - B) * (1 - v / top); }
@@ -517,9 +517,9 @@
         sv("rect", {x: L + i * bw + 4, width: bw - 8, y: y(v), height: y(0) - y(v), "class": "g2-bar " + (last ? "g2-ln" : "g2-input"), "data-layer": i}, svg);
         sv("text", {x: L + (i + 0.5) * bw, y: y(v) - 3, "text-anchor": "middle", "class": "g2-tick"}, svg, v.toFixed(1));
         sv("text", {x: L + (i + 0.5) * bw, y: H - 18, "text-anchor": "middle", "class": "g2-tick"}, svg,
-           last ? "after ln_f" : "resid_pre." + i);
+           last ? "after ln_f" : "l = " + i);
       });
-      sv("text", {x: (L + W) / 2, y: H - 3, "text-anchor": "middle", "class": "g2-tick"}, svg, "layer (L2 norm over the d features)");
+      sv("text", {x: (L + W) / 2, y: H - 3, "text-anchor": "middle", "class": "g2-tick"}, svg, "resid_pre.l entering block l (l = " + (n - 2) + ": entering ln_f), then ln_f's output");
       var tb = el("div", {"class": "g2-panel"}, panels);
       el("div", {"class": "g2-title-html"}, tb, "Logit lens: ln_f(resid_pre.l) @ wte.T");
       var table = el("table", {"class": "g2-table", "data-role": "lens"}, tb);
