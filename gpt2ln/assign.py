@@ -4,6 +4,7 @@ Usage::
 
     python -m gpt2ln.assign notebooks -o student/     # write student notebooks
     python -m gpt2ln.assign --index notebooks         # print the exercise table
+    python -m gpt2ln.assign --nbgrader course/        # an nbgrader course (gpt2ln.nbgrader_course)
 
 In every code cell each region from a line ``### BEGIN SOLUTION`` to the matching
 ``### END SOLUTION`` (same indentation; the markers nbgrader uses) becomes
@@ -23,7 +24,15 @@ from pathlib import Path
 
 import nbformat
 
-__all__ = ["exercise_index", "exercise_table", "main", "make_student_notebook", "write_student_notebooks"]
+__all__ = [
+    "exercise_index",
+    "exercise_table",
+    "main",
+    "make_student_notebook",
+    "notebook_exercises",
+    "points",
+    "write_student_notebooks",
+]
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -159,79 +168,138 @@ def _title(nb: nbformat.NotebookNode) -> str:
     return ""
 
 
+def points(difficulty: int) -> int:
+    """An exercise's points in the nbgrader course: one per filled star (★ 1, ★★ 2, ★★★ 3)."""
+    if isinstance(difficulty, bool) or not isinstance(difficulty, int):
+        raise TypeError(f"expected the difficulty as an int (filled stars), got {type(difficulty).__name__}")
+    if not 1 <= difficulty <= 3:
+        raise ValueError(f"expected a difficulty of 1 to 3 filled stars, got {difficulty}")
+    return difficulty
+
+
+def notebook_exercises(nb: nbformat.NotebookNode, name: str = "notebook") -> list[dict]:
+    """The exercises of one notebook, in order, parsed from their headings (see exercise_index).
+
+    Each row also has ``cell``, the index of the markdown cell holding the heading.
+    """
+    chapter_title = _title(nb)
+    rows = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            if not re.match(r"^###\s+Exercise\b", line):
+                continue
+            m = _HEADING.match(line.strip())
+            if m is None:
+                raise ValueError(
+                    f"{name}: cell {index}: cannot parse the exercise heading {line!r}; expected "
+                    "'### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)'"
+                )
+            difficulty = m["stars"].count("★")
+            if difficulty == 0:
+                raise ValueError(f"{name}: cell {index}: exercise heading {line!r} has no filled star (★)")
+            rows.append(
+                {
+                    "notebook": Path(name).name,
+                    "chapter_title": chapter_title,
+                    "number": f"{m['chapter']}.{m['k']}",
+                    "chapter": int(m["chapter"]),
+                    "title": m["title"],
+                    "stars": m["stars"],
+                    "difficulty": difficulty,
+                    "points": points(difficulty),
+                    "level": (m["level"] or "").strip(),
+                    "minutes": int(m["minutes"]),
+                    "cell": index,
+                }
+            )
+    return rows
+
+
 def exercise_index(paths: Iterable[str | Path]) -> list[dict]:
     """Every exercise of the notebooks in ``paths`` (files or directories), in order.
 
     Each is a dict: ``notebook`` (file name), ``chapter_title`` (its ``# Title``),
     ``number`` ("2.1"), ``chapter`` (2), ``title``, ``stars`` ("★★☆"), ``difficulty``
-    (1-3, the filled stars), ``level`` (the word after the stars, or ""), ``minutes``.
+    (1-3, the filled stars), ``points`` (its nbgrader points, see ``points``), ``level``
+    (the word after the stars, or ""), ``minutes``, ``cell`` (the heading's cell index).
     Parsed from markdown headings ``### Exercise N.k — title (difficulty: ★★☆ medium,
-    about M minutes)``; a heading that starts ``### Exercise`` but does not parse
-    raises ValueError, so none is silently left out.
+    about M minutes)``; a heading that starts ``### Exercise`` but does not parse, or
+    has no filled star, raises ValueError, so none is silently left out.
     """
     rows = []
     for path in _notebooks(paths):
-        nb = nbformat.read(path, as_version=4)
-        chapter_title = _title(nb)
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "markdown":
-                continue
-            for line in cell.source.splitlines():
-                if not re.match(r"^###\s+Exercise\b", line):
-                    continue
-                m = _HEADING.match(line.strip())
-                if m is None:
-                    raise ValueError(
-                        f"{path}: cell {index}: cannot parse the exercise heading {line!r}; expected "
-                        "'### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)'"
-                    )
-                rows.append(
-                    {
-                        "notebook": path.name,
-                        "chapter_title": chapter_title,
-                        "number": f"{m['chapter']}.{m['k']}",
-                        "chapter": int(m["chapter"]),
-                        "title": m["title"],
-                        "stars": m["stars"],
-                        "difficulty": m["stars"].count("★"),
-                        "level": (m["level"] or "").strip(),
-                        "minutes": int(m["minutes"]),
-                    }
-                )
+        rows += notebook_exercises(nbformat.read(path, as_version=4), str(path))
     return rows
 
 
 def exercise_table(paths: Iterable[str | Path]) -> str:
     """The exercise index as a markdown table (for ``book/instructors.md``)."""
     lines = [
-        "| Exercise | Title | Chapter | Difficulty | Time |",
-        "| --- | --- | --- | --- | --- |",
+        "| Exercise | Title | Chapter | Difficulty | Points | Time |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in exercise_index(paths):
         lines.append(
             f"| {r['number']} | {r['title']} | {r['chapter_title']} (`{r['notebook']}`) "
-            f"| {r['stars']} {_LEVELS[r['difficulty']]} | {r['minutes']} min |"
+            f"| {r['stars']} {_LEVELS[r['difficulty']]} | {r['points']} | {r['minutes']} min |"
         )
     return "\n".join(lines)
 
 
+def _default_notebooks() -> list[Path]:
+    """``notebooks`` in the working directory, else the book's, next to this package."""
+    for candidate in (Path("notebooks"), Path(__file__).resolve().parents[1] / "notebooks"):
+        if candidate.is_dir():
+            return [candidate]
+    raise FileNotFoundError("no notebooks given and no 'notebooks' directory here: name them")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: write student notebooks (``-o DIR``) or print the exercise table (``--index``)."""
+    """Command line: student notebooks (``-o DIR``), an nbgrader course (``--nbgrader DIR``),
+    or the exercise table (``--index``)."""
     parser = argparse.ArgumentParser(
         prog="python -m gpt2ln.assign",
         description="Write student versions of notebooks: each '### BEGIN SOLUTION' ... "
-        "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared.",
+        "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared. "
+        "With --nbgrader, write an nbgrader course instead.",
     )
-    parser.add_argument("paths", nargs="+", help="notebooks, or directories of notebooks")
+    parser.add_argument(
+        "paths", nargs="*", help="notebooks, or directories of notebooks (default with --nbgrader: notebooks)"
+    )
     parser.add_argument("-o", "--output", help="directory for the student notebooks (not the input's)")
     parser.add_argument("--index", action="store_true", help="print the exercise table instead")
+    parser.add_argument(
+        "--nbgrader",
+        metavar="COURSE_DIR",
+        help="write an nbgrader course: COURSE_DIR/nbgrader_config.py and "
+        "COURSE_DIR/source/<chapter>/<chapter>.ipynb for every chapter with exercises",
+    )
     args = parser.parse_args(argv)
+    if sum(map(bool, (args.index, args.output, args.nbgrader))) > 1:
+        parser.error("choose one of -o/--output, --nbgrader and --index")
     try:
+        if args.nbgrader:
+            from .nbgrader_course import write_course
+
+            paths = args.paths or _default_notebooks()
+            course = write_course(paths, args.nbgrader)
+            for src, dst, exercises in course:
+                pts = sum(e["points"] for e in exercises)
+                print(f"{src} -> {dst}: {len(exercises)} exercises, {pts} points")
+            print(
+                f"nbgrader course with {len(course)} assignments written to {args.nbgrader}; "
+                f"then: cd {args.nbgrader} && nbgrader generate_assignment {course[0][1].stem}"
+            )
+            return 0
+        if not args.paths:
+            parser.error("name the notebooks, or directories of notebooks")
         if args.index:
             print(exercise_table(args.paths))
             return 0
         if not args.output:
-            parser.error("the output directory -o/--output is required (or --index)")
+            parser.error("the output directory -o/--output is required (or --index, or --nbgrader)")
         written = write_student_notebooks(args.paths, args.output)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
