@@ -237,15 +237,44 @@ def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+def _need_nbgrader():
+    if not HAVE_NBGRADER:
+        if IN_CI:
+            pytest.fail("nbgrader is not installed: scripts/test.sh installs requirements-nbgrader.txt")
+        pytest.skip("nbgrader is not installed (pip install -r requirements-nbgrader.txt)")
+
+
+def test_nbgrader_generates_every_chapter_with_exercises(tmp_path, monkeypatch):
+    """nbgrader's generate_assignment (in this process) accepts every chapter's source version:
+    answers stubbed, checks locked with their points and checksums."""
+    _need_nbgrader()
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    written = write_course([NOTEBOOKS], tmp_path)
+    assert len(written) == len(_book_notebooks())
+    for _, dst, exercises in written:
+        config = Config()
+        config.CourseDirectory.root = str(tmp_path)
+        config.CourseDirectory.assignment_id = dst.stem
+        GenerateAssignment(coursedir=CourseDirectory(config=config), config=config).start()
+        release = nbformat.read(tmp_path / "release" / dst.stem / dst.name, as_version=4)
+        meta = {c.metadata.nbgrader["grade_id"]: (c, c.metadata.nbgrader) for c in release.cells}
+        for e in exercises:
+            m = meta[e["grade_id"]][1]
+            assert m["locked"] and m["points"] == e["points"] and len(m["checksum"]) == 32
+            answer = meta[e["grade_id"].replace("_check", "_answer")][0]
+            assert "raise NotImplementedError()" in answer.source and "BEGIN SOLUTION" not in answer.source
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """A course of the chapters in MISTAKES, each released, submitted three ways, autograded
     and given feedback; returns (course dir, {(chapter, submission): {grade_id: (score, max)}},
     {chapter: exercises}, seconds taken)."""
-    if not HAVE_NBGRADER:
-        if IN_CI:
-            pytest.fail("nbgrader is not installed: scripts/test.sh installs requirements-nbgrader.txt")
-        pytest.skip("nbgrader is not installed (pip install -r requirements-nbgrader.txt)")
+    _need_nbgrader()
     from nbgrader.api import Gradebook
 
     start = time.perf_counter()
@@ -278,7 +307,9 @@ def graded(tmp_path_factory):
             for who in SUBMISSIONS:
                 nb = gb.find_submission_notebook(ch, ch, who)
                 scores[ch, who] = {g.name: (g.score, g.max_score) for g in nb.grades}
-    return course, scores, exercises, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    print(f"nbgrader: {len(MISTAKES)} chapters, 3 submissions each, graded in {seconds:.0f} s: {scores}")
+    return course, scores, exercises, seconds
 
 
 def test_release_has_the_stubs_and_no_solution(graded):
