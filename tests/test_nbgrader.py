@@ -2,8 +2,9 @@
 itself (requirements-nbgrader.txt) generating, autograding and giving feedback on it, offline.
 
 The end-to-end tests need nbgrader: they skip without it, except in CI (CI set), where
-scripts/test.sh installs it and a missing nbgrader fails. They take about a minute: nbgrader
-executes each submitted notebook (3 submissions of 2 chapters).
+scripts/test.sh installs it and a missing nbgrader fails. nbgrader executes each submitted
+notebook: 3 submissions of chapters 2 and 6, and one of chapter 7 once its pre-norm block
+exercise is there.
 """
 
 import html
@@ -13,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -196,23 +198,52 @@ def test_write_course_skips_notebooks_without_exercises(tmp_path):
 
 
 # --------------------------------------------------------------- nbgrader, end to end
-# chapter -> (the exercise given a classic mistake, the mistaken body of its answer, words
-# the check's message must contain to name that mistake)
-MISTAKES = {
-    "02_layernorm": (
-        "2.1",
+@dataclass(frozen=True)
+class Case:
+    """A chapter graded end to end: submissions made, and the classic mistake given to one exercise."""
+
+    chapter: str
+    check: str  # the check that the mistaken exercise's check cell calls
+    body: str  # the mistaken body of that exercise's answer
+    words: str  # words of the check's message naming the mistake
+    submissions: tuple[str, ...] = ("solved", "untouched", "mistake")
+
+
+CASES = [
+    Case(
+        "02_layernorm",
+        "check_layer_norm",
         "u = x.mean(dim=-1, keepdim=True)\n"
         "s = ((x - u) ** 2).sum(dim=-1, keepdim=True) / (x.shape[-1] - 1)\n"
         "return (x - u) / torch.sqrt(s + eps) * g + b",
         "Bessel-corrected (unbiased) variance: divided by d - 1 instead of d",
     ),
-    "06_attention_and_mlp": (
-        "6.2",
+    Case(
+        "06_attention_and_mlp",
+        "check_gelu",
         "return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))",
         "used exact erf GELU",
     ),
-}
-SUBMISSIONS = ("solved", "untouched", "mistake")
+]
+if "check_pre_norm_block(" in (NOTEBOOKS / "07_pre_vs_post_norm.ipynb").read_text(encoding="utf-8"):
+    # chapter 7's pre-norm block exercise; the chapter trains models (about 40 s of CPU a run),
+    # so only the submission with the mistake is graded
+    CASES.append(
+        Case(
+            "07_pre_vs_post_norm",
+            "check_pre_norm_block",
+            "h = ln_1(x + attn(x))\nreturn ln_2(h + mlp(h))",
+            "post-norm",
+            ("mistake",),
+        )
+    )
+
+
+def _mistaken(case: Case, source: nbformat.NotebookNode, exercises: list[dict]) -> dict:
+    """The exercise whose check cell calls case.check."""
+    found = [e for e in exercises if f"{case.check}(" in source.cells[e["check_cell"]].source]
+    assert len(found) == 1, f"{case.chapter}: {len(found)} exercises checked by {case.check}"
+    return found[0]
 
 
 def _with_body(source: str, body: str) -> str:
@@ -271,74 +302,83 @@ def test_nbgrader_generates_every_chapter_with_exercises(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """A course of the chapters in MISTAKES, each released, submitted three ways, autograded
-    and given feedback; returns (course dir, {(chapter, submission): {grade_id: (score, max)}},
-    {chapter: exercises}, seconds taken)."""
+    """A course of the chapters in CASES, each released, submitted, autograded and given
+    feedback; returns (course dir, {(chapter, submission): {grade_id: (score, max)}},
+    {chapter: (exercises, the mistaken exercise)}, seconds taken)."""
     _need_nbgrader()
     from nbgrader.api import Gradebook
 
     start = time.perf_counter()
     course = tmp_path_factory.mktemp("course")
-    written = write_course([NOTEBOOKS / f"{ch}.ipynb" for ch in MISTAKES], course)
+    written = write_course([NOTEBOOKS / f"{case.chapter}.ipynb" for case in CASES], course)
     exercises = {dst.stem: ex for _, dst, ex in written}
-    for ch, (number, body, _) in MISTAKES.items():
+    info = {}
+    for case in CASES:
+        ch, name = case.chapter, f"{case.chapter}.ipynb"
         _nbgrader(course, "generate_assignment", ch)
-        name = f"{ch}.ipynb"
         source = nbformat.read(course / "source" / ch / name, as_version=4)
         release = nbformat.read(course / "release" / ch / name, as_version=4)
+        wrong = _mistaken(case, source, exercises[ch])
+        info[ch] = (exercises[ch], wrong)
         # a student who solved every exercise but one, in the released notebook
-        answers = {
-            c.metadata.nbgrader["grade_id"]: c.source for c in source.cells if c.metadata.nbgrader["solution"]
-        }
+        answers = {j: source.cells[j].source for e in exercises[ch] for j in e["answer_cells"]}
         mistake = nbformat.from_dict(release)
-        wrong = "ex" + number.replace(".", "_") + "_answer"
-        for c in mistake.cells:
-            gid = c.metadata.nbgrader.get("grade_id")
-            if gid in answers:
-                c.source = _with_body(answers[gid], body) if gid == wrong else answers[gid]
-        for who, nb in zip(SUBMISSIONS, (source, release, mistake), strict=True):
+        for j, text in answers.items():
+            assert (
+                mistake.cells[j].metadata.nbgrader["grade_id"]
+                == source.cells[j].metadata.nbgrader["grade_id"]
+            )
+            mistake.cells[j].source = _with_body(text, case.body) if j in wrong["answer_cells"] else text
+        made = {"solved": source, "untouched": release, "mistake": mistake}
+        for who in case.submissions:
             (course / "submitted" / who / ch).mkdir(parents=True)
-            nbformat.write(nb, course / "submitted" / who / ch / name)
+            nbformat.write(made[who], course / "submitted" / who / ch / name)
         _nbgrader(course, "autograde", ch)
         _nbgrader(course, "generate_feedback", ch)
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for ch in MISTAKES:
-            for who in SUBMISSIONS:
-                nb = gb.find_submission_notebook(ch, ch, who)
-                scores[ch, who] = {g.name: (g.score, g.max_score) for g in nb.grades}
+        for case in CASES:
+            for who in case.submissions:
+                nb = gb.find_submission_notebook(case.chapter, case.chapter, who)
+                scores[case.chapter, who] = {g.name: (g.score, g.max_score) for g in nb.grades}
     seconds = time.perf_counter() - start
-    print(f"nbgrader: {len(MISTAKES)} chapters, 3 submissions each, graded in {seconds:.0f} s: {scores}")
-    return course, scores, exercises, seconds
+    print(f"nbgrader: {len(scores)} submissions of {len(CASES)} chapters graded in {seconds:.0f} s: {scores}")
+    return course, scores, info, seconds
+
+
+def _graded(case: Case, who: str) -> bool:
+    return who in case.submissions
 
 
 def test_release_has_the_stubs_and_no_solution(graded):
     course = graded[0]
-    for ch in MISTAKES:
-        text = (course / "release" / ch / f"{ch}.ipynb").read_text(encoding="utf-8")
+    for case in CASES:
+        text = (course / "release" / case.chapter / f"{case.chapter}.ipynb").read_text(encoding="utf-8")
         assert "raise NotImplementedError()" in text and "BEGIN SOLUTION" not in text
 
 
 def test_the_instructor_version_scores_full_marks(graded):
-    _, scores, exercises, seconds = graded
-    for ch in MISTAKES:
-        expected = {e["grade_id"]: (e["points"], e["points"]) for e in exercises[ch]}
-        assert scores[ch, "solved"] == expected, (ch, seconds)
+    _, scores, info, _ = graded
+    for case in filter(lambda c: _graded(c, "solved"), CASES):
+        exercises = info[case.chapter][0]
+        assert scores[case.chapter, "solved"] == {
+            e["grade_id"]: (e["points"], e["points"]) for e in exercises
+        }
 
 
 def test_the_untouched_release_autogrades_to_zero_on_each_exercise(graded):
-    _, scores, exercises, _ = graded
-    for ch in MISTAKES:
-        assert scores[ch, "untouched"] == {e["grade_id"]: (0, e["points"]) for e in exercises[ch]}
+    _, scores, info, _ = graded
+    for case in filter(lambda c: _graded(c, "untouched"), CASES):
+        exercises = info[case.chapter][0]
+        assert scores[case.chapter, "untouched"] == {e["grade_id"]: (0, e["points"]) for e in exercises}
 
 
 def test_a_classic_mistake_loses_exactly_its_checks_points(graded):
-    _, scores, exercises, _ = graded
-    for ch, (number, _, _) in MISTAKES.items():
-        expected = {
-            e["grade_id"]: (0 if e["number"] == number else e["points"], e["points"]) for e in exercises[ch]
-        }
-        assert scores[ch, "mistake"] == expected
+    _, scores, info, _ = graded
+    for case in CASES:
+        exercises, wrong = info[case.chapter]
+        expected = {e["grade_id"]: (0 if e is wrong else e["points"], e["points"]) for e in exercises}
+        assert scores[case.chapter, "mistake"] == expected
 
 
 def _feedback_text(course: Path, who: str, ch: str) -> str:
@@ -348,11 +388,18 @@ def _feedback_text(course: Path, who: str, ch: str) -> str:
 
 def test_the_feedback_shows_the_checks_message_naming_the_mistake(graded):
     course = graded[0]
-    for ch, (_, _, words) in MISTAKES.items():
+    for case in CASES:
+        ch = case.chapter
         text = _feedback_text(course, "mistake", ch)
-        assert words in text, f"{ch}: the feedback lacks the check's message {words!r}"
-        assert "Likely mistake:" in text
+        message = f"AssertionError: {case.check}: "
+        assert message in text, f"{ch}: the feedback lacks the failed check's message"
+        shown = text.split(message, 1)[1].split("In [", 1)[0]  # up to the next cell
+        assert case.words in shown, (
+            f"{ch}: the feedback lacks the check's message naming the mistake ({case.words!r})"
+        )
+        assert "Likely mistake:" in shown
         assert "Traceback (most recent call last)" not in text  # the message alone, not a stack
-        assert words not in _feedback_text(course, "solved", ch)
-        assert "AssertionError" not in _feedback_text(course, "solved", ch)
-        assert "is not implemented yet" in _feedback_text(course, "untouched", ch)
+        if _graded(case, "solved"):
+            assert "AssertionError" not in _feedback_text(course, "solved", ch)
+        if _graded(case, "untouched"):
+            assert "is not implemented yet" in _feedback_text(course, "untouched", ch)
