@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from .assign import _notebooks, _strip_region, notebook_exercises
+from .markup import notebook_exercises, notebook_paths, strip_regions
 
 __all__ = ["CONFIG", "SCHEMA_VERSION", "make_source_notebook", "write_course"]
 
@@ -78,7 +78,7 @@ def _meta(
 
 def _has_region(cell: nbformat.NotebookNode, where: str) -> bool:
     """Whether the cell holds a solution region (markers are validated as in assign)."""
-    return _strip_region(cell.source, "", where)[1] > 0
+    return strip_regions(cell.source, "", where)[1] > 0
 
 
 def make_source_notebook(
@@ -87,7 +87,7 @@ def make_source_notebook(
     """nbgrader's source version of ``nb`` (the input is not changed) and its exercises.
 
     Returns the notebook, every cell carrying ``metadata.nbgrader``, outputs cleared, and
-    the exercise rows of ``gpt2ln.assign.exercise_index`` with ``answer_cells`` (indices),
+    the exercise rows of ``gpt2ln.markup.exercise_index`` with ``answer_cells`` (indices),
     ``check_cell`` and ``grade_id`` (the check's) added. Raises ValueError naming ``name``,
     the exercise and the cell when the notebook does not follow the exercise markup.
     """
@@ -158,7 +158,7 @@ def write_course(paths: Iterable[str | Path], course_dir: str | Path) -> list[tu
     """
     course_dir = Path(course_dir)
     converted = []
-    for path in _notebooks(paths):
+    for path in notebook_paths(paths):
         nb = nbformat.read(path, as_version=4)
         src, exercises = make_source_notebook(nb, str(path))
         if not exercises:
