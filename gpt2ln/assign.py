@@ -4,6 +4,7 @@ Usage::
 
     python -m gpt2ln.assign notebooks -o student/     # write student notebooks
     python -m gpt2ln.assign --index notebooks         # print the exercise table
+    python -m gpt2ln.assign --nbgrader course/        # an nbgrader course (gpt2ln.nbgrader_course)
 
 In every code cell each region from a line ``### BEGIN SOLUTION`` to the matching
 ``### END SOLUTION`` (same indentation; the markers nbgrader uses) becomes
@@ -16,65 +17,30 @@ are cleared; everything else (other cells, cell and notebook metadata) is kept.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import nbformat
 
-__all__ = ["exercise_index", "exercise_table", "main", "make_student_notebook", "write_student_notebooks"]
+from .markup import BEGIN, END, exercise_index, notebook_exercises, notebook_paths, points, strip_regions
+from .nbgrader_course import write_course
 
-BEGIN = "### BEGIN SOLUTION"
-END = "### END SOLUTION"
+__all__ = [
+    "BEGIN",
+    "END",
+    "exercise_index",
+    "exercise_table",
+    "main",
+    "make_student_notebook",
+    "notebook_exercises",
+    "points",
+    "write_student_notebooks",
+]
+
 CODE_STUB = "raise NotImplementedError()"
 _LEVELS = {0: "", 1: "easy", 2: "medium", 3: "hard"}
 MARKDOWN_STUB = "*(Solution removed in the student version.)*"
-
-_HEADING = re.compile(
-    r"^###\s+Exercise\s+(?P<chapter>\d+)\.(?P<k>\d+)\s*[—–-]\s*(?P<title>.+?)\s*"
-    r"\(difficulty:\s*(?P<stars>[★☆]{3})(?:\s+(?P<level>[^,()]*?))?\s*,\s*"
-    r"about\s+(?P<minutes>\d+)\s*min(?:utes?)?\s*\)\s*$"
-)
-
-
-def _strip_region(source: str, stub: str, where: str) -> tuple[str, int]:
-    """Replace each marked region of one cell's source by ``stub``; return (source, regions)."""
-    lines = source.splitlines(keepends=True)
-    out: list[str] = []
-    begin: tuple[int, str] | None = None  # (line number, indentation) of the open BEGIN
-    n = 0
-    for i, line in enumerate(lines, start=1):
-        text = line.rstrip("\r\n")
-        stripped = text.strip()
-        indent = text[: len(text) - len(text.lstrip())]
-        is_begin, is_end = stripped == BEGIN, stripped == END
-        if not (is_begin or is_end) and stripped.startswith((BEGIN, END)):
-            raise ValueError(
-                f"{where}, line {i}: malformed marker {stripped!r}: put {BEGIN!r} or {END!r} "
-                "alone on its line"
-            )
-        if is_begin:
-            if begin is not None:
-                raise ValueError(
-                    f"{where}, line {i}: nested {BEGIN!r} (the one on line {begin[0]} is not closed yet)"
-                )
-            begin = (i, indent)
-        elif is_end:
-            if begin is None:
-                raise ValueError(f"{where}, line {i}: {END!r} without a matching {BEGIN!r}")
-            if indent != begin[1]:
-                raise ValueError(
-                    f"{where}, line {i}: {END!r} is indented {len(indent)} characters, but its "
-                    f"{BEGIN!r} on line {begin[0]} is indented {len(begin[1])}"
-                )
-            out.append(begin[1] + stub + line[len(text) :])  # keep the END line's line ending
-            begin, n = None, n + 1
-        elif begin is None:
-            out.append(line)
-    if begin is not None:
-        raise ValueError(f"{where}, line {begin[0]}: {BEGIN!r} without a matching {END!r}")
-    return "".join(out), n
 
 
 def make_student_notebook(
@@ -90,11 +56,11 @@ def make_student_notebook(
     for index, cell in enumerate(student.cells):
         where = f"{name}: cell {index}"
         if cell.cell_type == "code":
-            cell.source, n = _strip_region(cell.source, CODE_STUB, where)
+            cell.source, n = strip_regions(cell.source, CODE_STUB, where)
             cell.outputs = []
             cell.execution_count = None
         elif cell.cell_type == "markdown":
-            cell.source, n = _strip_region(cell.source, MARKDOWN_STUB, where)
+            cell.source, n = strip_regions(cell.source, MARKDOWN_STUB, where)
         else:
             n = 0
         if n and "hide-input" in cell.metadata.get("tags", []):
@@ -104,21 +70,6 @@ def make_student_notebook(
     return student, total
 
 
-def _notebooks(paths: Iterable[str | Path]) -> list[Path]:
-    """The notebooks named, a directory standing for the ``*.ipynb`` files directly in it."""
-    found: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found += sorted(q for q in p.glob("*.ipynb") if not q.name.startswith("."))
-        elif p.is_file():
-            if p.suffix != ".ipynb":
-                raise ValueError(f"expected a notebook (.ipynb) or a directory, got {str(p)!r}")
-            found.append(p)
-        else:
-            raise FileNotFoundError(f"no such notebook or directory: {str(p)!r}")
-    return found
-
-
 def write_student_notebooks(paths: Iterable[str | Path], out_dir: str | Path) -> list[tuple[Path, Path, int]]:
     """Write the student version of every notebook in ``paths`` into ``out_dir``.
 
@@ -126,7 +77,7 @@ def write_student_notebooks(paths: Iterable[str | Path], out_dir: str | Path) ->
     directory that holds one of the inputs, which would overwrite the instructor
     version, and to write two notebooks to one name. Validates each result.
     """
-    notebooks = _notebooks(paths)
+    notebooks = notebook_paths(paths)
     out_dir = Path(out_dir)
     targets: dict[Path, Path] = {}
     for src in notebooks:
@@ -150,88 +101,70 @@ def write_student_notebooks(paths: Iterable[str | Path], out_dir: str | Path) ->
     return [(src, dst, n) for src, dst, _, n in converted]
 
 
-def _title(nb: nbformat.NotebookNode) -> str:
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return ""
-
-
-def exercise_index(paths: Iterable[str | Path]) -> list[dict]:
-    """Every exercise of the notebooks in ``paths`` (files or directories), in order.
-
-    Each is a dict: ``notebook`` (file name), ``chapter_title`` (its ``# Title``),
-    ``number`` ("2.1"), ``chapter`` (2), ``title``, ``stars`` ("★★☆"), ``difficulty``
-    (1-3, the filled stars), ``level`` (the word after the stars, or ""), ``minutes``.
-    Parsed from markdown headings ``### Exercise N.k — title (difficulty: ★★☆ medium,
-    about M minutes)``; a heading that starts ``### Exercise`` but does not parse
-    raises ValueError, so none is silently left out.
-    """
-    rows = []
-    for path in _notebooks(paths):
-        nb = nbformat.read(path, as_version=4)
-        chapter_title = _title(nb)
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "markdown":
-                continue
-            for line in cell.source.splitlines():
-                if not re.match(r"^###\s+Exercise\b", line):
-                    continue
-                m = _HEADING.match(line.strip())
-                if m is None:
-                    raise ValueError(
-                        f"{path}: cell {index}: cannot parse the exercise heading {line!r}; expected "
-                        "'### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)'"
-                    )
-                rows.append(
-                    {
-                        "notebook": path.name,
-                        "chapter_title": chapter_title,
-                        "number": f"{m['chapter']}.{m['k']}",
-                        "chapter": int(m["chapter"]),
-                        "title": m["title"],
-                        "stars": m["stars"],
-                        "difficulty": m["stars"].count("★"),
-                        "level": (m["level"] or "").strip(),
-                        "minutes": int(m["minutes"]),
-                    }
-                )
-    return rows
-
-
 def exercise_table(paths: Iterable[str | Path]) -> str:
     """The exercise index as a markdown table (for ``book/instructors.md``)."""
     lines = [
-        "| Exercise | Title | Chapter | Difficulty | Time |",
-        "| --- | --- | --- | --- | --- |",
+        "| Exercise | Title | Chapter | Difficulty | Points | Time |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in exercise_index(paths):
         lines.append(
             f"| {r['number']} | {r['title']} | {r['chapter_title']} (`{r['notebook']}`) "
-            f"| {r['stars']} {_LEVELS[r['difficulty']]} | {r['minutes']} min |"
+            f"| {r['stars']} {_LEVELS[r['difficulty']]} | {r['points']} | {r['minutes']} min |"
         )
     return "\n".join(lines)
 
 
+def _defaultnotebook_paths() -> list[Path]:
+    """``notebooks`` in the working directory, else the book's, next to this package."""
+    for candidate in (Path("notebooks"), Path(__file__).resolve().parents[1] / "notebooks"):
+        if candidate.is_dir():
+            return [candidate]
+    raise FileNotFoundError("no notebooks given and no 'notebooks' directory here: name them")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: write student notebooks (``-o DIR``) or print the exercise table (``--index``)."""
+    """Command line: student notebooks (``-o DIR``), an nbgrader course (``--nbgrader DIR``),
+    or the exercise table (``--index``)."""
     parser = argparse.ArgumentParser(
         prog="python -m gpt2ln.assign",
         description="Write student versions of notebooks: each '### BEGIN SOLUTION' ... "
-        "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared.",
+        "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared. "
+        "With --nbgrader, write an nbgrader course instead.",
     )
-    parser.add_argument("paths", nargs="+", help="notebooks, or directories of notebooks")
+    parser.add_argument(
+        "paths", nargs="*", help="notebooks, or directories of notebooks (default with --nbgrader: notebooks)"
+    )
     parser.add_argument("-o", "--output", help="directory for the student notebooks (not the input's)")
     parser.add_argument("--index", action="store_true", help="print the exercise table instead")
+    parser.add_argument(
+        "--nbgrader",
+        metavar="COURSE_DIR",
+        help="write an nbgrader course: COURSE_DIR/nbgrader_config.py and "
+        "COURSE_DIR/source/<chapter>/<chapter>.ipynb for every chapter with exercises",
+    )
     args = parser.parse_args(argv)
+    if sum(map(bool, (args.index, args.output, args.nbgrader))) > 1:
+        parser.error("choose one of -o/--output, --nbgrader and --index")
     try:
+        if args.nbgrader:
+            paths = args.paths or _defaultnotebook_paths()
+            course = write_course(paths, args.nbgrader)
+            for src, dst, exercises in course:
+                pts = sum(e["points"] for e in exercises)
+                print(f"{src} -> {dst}: {len(exercises)} exercises, {pts} points")
+            print(
+                f"nbgrader course with {len(course)} assignments written to {args.nbgrader}; "
+                f"then: cd {args.nbgrader} && nbgrader generate_assignment {course[0][1].stem}"
+            )
+            return 0
+        if not args.paths:
+            parser.error("name the notebooks, or directories of notebooks")
         if args.index:
             print(exercise_table(args.paths))
             return 0
         if not args.output:
-            parser.error("the output directory -o/--output is required (or --index)")
+            parser.error("the output directory -o/--output is required (or --index, or --nbgrader)")
         written = write_student_notebooks(args.paths, args.output)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

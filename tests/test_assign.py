@@ -210,7 +210,10 @@ def test_exercise_index_parses_the_headings(tmp_path):
         ("9.2", "Explain", "★☆☆", 1, "easy", 5),
     ]
     assert rows[0]["chapter_title"] == "A chapter" and rows[0]["notebook"] == "09_demo.ipynb"
-    assert "| 9.1 | Write a norm |" in exercise_table([tmp_path])
+    assert [(r["points"], r["cell"]) for r in rows] == [(2, 2), (1, 5)]
+    assert "| 9.1 | Write a norm | A chapter (`09_demo.ipynb`) | ★★☆ medium | 2 | 15 min |" in exercise_table(
+        [tmp_path]
+    )
 
 
 def test_exercise_index_rejects_a_malformed_heading(tmp_path):
@@ -218,6 +221,13 @@ def test_exercise_index_rejects_a_malformed_heading(tmp_path):
         tmp_path / "x.ipynb", new_notebook(cells=[new_markdown_cell("### Exercise 9.1: no difficulty")])
     )
     with pytest.raises(ValueError, match="cannot parse the exercise heading"):
+        exercise_index([src])
+
+
+def test_exercise_index_rejects_a_heading_with_no_filled_star(tmp_path):
+    heading = "### Exercise 9.1 — Free (difficulty: ☆☆☆, about 5 minutes)"
+    src = _write(tmp_path / "x.ipynb", new_notebook(cells=[new_markdown_cell(heading)]))
+    with pytest.raises(ValueError, match="no filled star"):
         exercise_index([src])
 
 
@@ -230,6 +240,17 @@ def test_instructors_index_lists_every_exercise():
             f"book/instructors.md lacks a row {row!r}: run "
             "`python -m gpt2ln.assign --index notebooks` and update its table"
         )
+
+
+def test_instructors_index_is_exactly_the_generated_table_with_points():
+    page = (ROOT / "book" / "instructors.md").read_text(encoding="utf-8")
+    table = exercise_table([NOTEBOOKS])
+    assert table in page, (
+        "book/instructors.md's exercise table differs from the notebooks' (title, difficulty, points "
+        "or time): replace it by the output of `python -m gpt2ln.assign --index notebooks`"
+    )
+    assert page.count("| Exercise | Title |") == 1
+    assert "| Points |" in table.splitlines()[0]
 
 
 # ----------------------------------------------------- the real notebooks, student version
