@@ -30,7 +30,7 @@ from ._core import (
     passed,
     require_unchanged,
 )
-from .ch07 import _block_cases
+from .ch07 import _check_block
 
 __all__ = ["check_dyt", "check_peri_block"]
 
@@ -220,32 +220,5 @@ def check_peri_block(fn: Callable[..., Any]) -> None:
     output must equal the block's, ``h = x + ln_attn_out(attn(ln_1(x)))``,
     ``y = h + ln_mlp_out(mlp(ln_2(h)))``, on two inputs (float64, float32).
     """
-    check = "check_peri_block"
-    mistakes = _peri_mistakes()
-    for case in _block_cases("peri"):
-        attn, mlp, ln_1, ln_2 = case.sublayers()
-        subs = (attn, mlp, ln_1, ln_2, case.block.ln_attn_out, case.block.ln_mlp_out)
-        x = case.x.clone()
-        with torch.no_grad():
-            out = call(check, fn, x, *subs)
-            truth = case.block(case.x)[0]
-        require_unchanged(
-            check,
-            ("x",),
-            (case.x,),
-            (x,),
-            case.what,
-            "an in-place `x += ...`: write `x = x + ...` (a new tensor)",
-        )
-        y = as_tensor(check, out, truth).detach()
-        if close(y.double(), truth.double(), case.tol):
-            continue
-        err = float((y.double() - truth.double()).abs().max())
-        best, explains = nearest_mistake(
-            mistakes, lambda m, x=case.x, subs=subs: m.fn(x, *subs), y, truth, case.tol
-        )
-        what_failed = f"on {case.what}, your output differs from the Peri-LN block by up to {err:.3g}"
-        if best is not None and explains:
-            fail_mistake(check, what_failed, best.label, best.fix)
-        fail(check, what_failed, f"no single classic mistake explains it; compare with {_PERI_FORMULA}")
-    passed(check, f"matches gpt2ln.Block(norm_position='peri'), {_PERI_FORMULA}, on 2 inputs")
+    outs = ("ln_attn_out", "ln_mlp_out")
+    _check_block("check_peri_block", fn, "peri", _peri_mistakes(), _PERI_FORMULA, outs)
