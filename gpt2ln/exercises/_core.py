@@ -229,6 +229,7 @@ def compare(
     formula: str,
     reference: str = "the reference",
     nonfinite: str | None = None,
+    hint: str | None = None,
     skip: tuple[type[Exception], ...] = (RuntimeError,),
 ) -> torch.Tensor:
     """The learner's output as a float64 tensor if it matches truth to tol; else fail naming why.
@@ -236,8 +237,10 @@ def compare(
     ``out`` must be a tensor (or numpy array) of truth's shape. When it is not within tol
     (:func:`close`): a NaN/inf output fails with ``nonfinite`` (if given); then the
     :class:`Mistake` whose ``m.fn(*args)`` is nearest explains it (:func:`nearest_mistake`),
-    or the failure says no single mistake does and shows where the largest error is and
-    ``formula``. ``where`` starts the message, e.g. ``"on x of shape [2, 3]"``.
+    or the failure shows where the largest error is and gives ``hint`` (default: no single
+    mistake explains it, the nearest, and ``formula``). ``where`` starts the message, e.g.
+    ``"on x of shape [2, 3]"``; ``reference`` names what y should equal; mistakes that raise
+    one of ``skip`` on args are passed over.
     """
     y = as_tensor(check, out, truth).detach().double()
     t = truth.detach().double()
@@ -247,15 +250,18 @@ def compare(
         fail(check, f"{where}, your output contains NaN or inf", nonfinite)
     err = f"{float((y - t).abs().max()):.3g}"
     failed = f"{where}, your output differs from {reference} by up to {err}"
-    best, explains = nearest_mistake(mistakes, lambda m: m.fn(*args).double(), y, t, tol, skip=skip)
+    best, explains = nearest_mistake(
+        mistakes, lambda m: torch.as_tensor(m.fn(*args), dtype=torch.float64), y, t, tol, skip=skip
+    )
     if best is not None and explains:
         fail_mistake(check, failed, best.label, best.fix)
     diff = torch.nan_to_num((y - t).abs(), nan=math.inf)
     i = tuple(int(k) for k in torch.nonzero(diff == diff.max())[0])
     fail(
         check,
-        f"{failed} (at index {i}: got {float(y[i]):.6g}, expected {float(t[i]):.6g})",
-        "no single classic mistake explains it (maybe two at once"
+        f"{failed} ({f'at index {i}: ' if i else ''}got {float(y[i]):.6g}, expected {float(t[i]):.6g})",
+        hint
+        or "no single classic mistake explains it (maybe two at once"
         + (f"; the nearest is: {best.label}" if best is not None else "")
         + f"); compare each step with {formula}",
     )
