@@ -227,7 +227,7 @@ def compare(
     args: Sequence[Any],
     *,
     formula: str,
-    reference: str = "the reference",
+    differs: str = "your output differs from the reference",
     nonfinite: str | None = None,
     hint: str | None = None,
     skip: tuple[type[Exception], ...] = (RuntimeError,),
@@ -239,7 +239,7 @@ def compare(
     :class:`Mistake` whose ``m.fn(*args)`` is nearest explains it (:func:`nearest_mistake`),
     or the failure shows where the largest error is and gives ``hint`` (default: no single
     mistake explains it, the nearest, and ``formula``). ``where`` starts the message, e.g.
-    ``"on x of shape [2, 3]"``; ``reference`` names what y should equal; mistakes that raise
+    ``"on x of shape [2, 3]"``; ``differs`` says what differs from what; mistakes that raise
     one of ``skip`` on args are passed over.
     """
     y = as_tensor(check, out, truth).detach().double()
@@ -249,7 +249,7 @@ def compare(
     if nonfinite is not None and not torch.isfinite(y).all():
         fail(check, f"{where}, your output contains NaN or inf", nonfinite)
     err = f"{float((y - t).abs().max()):.3g}"
-    failed = f"{where}, your output differs from {reference} by up to {err}"
+    failed = f"{where}, {differs} by up to {err}"
     best, explains = nearest_mistake(
         mistakes, lambda m: torch.as_tensor(m.fn(*args), dtype=torch.float64), y, t, tol, skip=skip
     )

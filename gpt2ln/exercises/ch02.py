@@ -281,7 +281,7 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
             _mistakes(x.ndim, case.eps is not None),
             (x, g, b, eps),
             formula=_REFERENCE,
-            reference="GPT-2's LayerNorm",
+            differs="your output differs from GPT-2's LayerNorm",
             nonfinite="dividing by zero on the constant row: eps must be added to the variance, "
             "inside the square root"
             if case.kind == "constant"

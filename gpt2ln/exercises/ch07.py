@@ -112,10 +112,8 @@ def _check_block(
                 f"on {case.what}, your output has shape {tuple(out.shape)}, expected {tuple(truth.shape)}",
                 "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
             )
-        ref = f"the {position}-norm block"
-        compare(
-            check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=formula, reference=ref
-        )
+        ref = f"your output differs from the {position}-norm block"
+        compare(check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=formula, differs=ref)
     passed(check, f"matches gpt2ln.Block(norm_position={position!r}), {formula}, on 2 inputs")
 
 

@@ -513,7 +513,7 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
             mistakes,
             (lrs, losses, case.loss_init),
             formula=_LRS_FORMULA,
-            reference="the LR sensitivity",
+            differs=f"your function returned {y:.6g}, the LR sensitivity is {truth:.6g}: it differs",
             skip=(RuntimeError, ValueError),
         )
     passed(
