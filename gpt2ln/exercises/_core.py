@@ -143,8 +143,8 @@ def require_unchanged(
 
 
 def fail_mistake(check: str, what: str, label: str, fix: str) -> None:
-    """fail() naming the classic mistake the learner's output matches, and its fix."""
-    fail(check, what, f"{label}. Fix: {fix}")
+    """fail() naming the classic mistake the learner's output matches, and its fix (if any)."""
+    fail(check, what, f"{label}. Fix: {fix}" if fix else label)
 
 
 IN_PLACE = "an in-place operation such as `x -= ...` or `x.mul_(...)`: compute new tensors instead"
