@@ -31,6 +31,7 @@ from ._core import (
     divide_by_root,
     fail,
     fail_mistake,
+    nearest_mistake,
     passed,
     random_rows,
     rel_dist,
@@ -485,36 +486,33 @@ def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- centring writing weights
-def _centre_variants(W: torch.Tensor, b: torch.Tensor) -> list[tuple[str, str, torch.Tensor, torch.Tensor]]:
-    """(label, fix, W', b') for the classic slips. W: ``[d_in, d]``, b: ``[d]``."""
-    right_W = W - W.mean(dim=1, keepdim=True)
-    right_b = b - b.mean()
+def _centre_mistakes() -> list[Mistake]:
+    """Each slip (and each pair of a W slip with the bias slip): fn(W, b) -> [W_c.flatten(); b_c]."""
     fix_W = "subtract from each row of W its mean over the d output features: W - W.mean(dim=1, keepdim=True)"
-    fix_b = "centre the bias too: b - b.mean()"
     Ws = [
-        ("did not centre W", fix_W, W),
+        ("did not centre W", lambda W: W),
         (
             "centred W over the wrong axis (the d_in input axis, dim 0) instead of the d output features",
-            fix_W,
-            W - W.mean(dim=0, keepdim=True),
+            lambda W: W - W.mean(dim=0, keepdim=True),
         ),
         (
             "subtracted one overall mean of W (W - W.mean()), which does not zero each row's mean",
-            fix_W,
-            W - W.mean(),
+            lambda W: W - W.mean(),
         ),
-        ("", "", right_W),
+        ("", lambda W: W - W.mean(dim=1, keepdim=True)),
     ]
-    bs = [("did not centre the bias b", fix_b, b), ("", "", right_b)]
-    out = []
-    for lw, fw, Wv in Ws:
-        for lb, fb, bv in bs:
-            if not lw and not lb:
-                continue
-            label = " and ".join(s for s in (lw, lb) if s)
-            fix = "; ".join(s for s in (fw, fb) if s)
-            out.append((label, fix, Wv, bv))
-    return out
+    bs = [("did not centre the bias b", lambda b: b), ("", lambda b: b - b.mean())]
+    fix_b = "centre the bias too: b - b.mean()"
+    return [
+        Mistake(
+            " and ".join(s for s in (lw, lb) if s),
+            "; ".join(s for s in (fix_W if lw else "", fix_b if lb else "") if s),
+            lambda W, b, fw=fw, fb=fb: torch.cat([fw(W).flatten(), fb(b)]),
+        )
+        for lw, fw in Ws
+        for lb, fb in bs
+        if lw or lb
+    ]
 
 
 def check_center_writing_weights(fn: Callable[..., Any]) -> None:
@@ -560,21 +558,19 @@ def check_center_writing_weights(fn: Callable[..., Any]) -> None:
         got = _rms(x @ W_c + b_c, g, 1e-5) + beta
         if close(got, want, 1e-7):
             continue
-        for label, fix, Wm, bm in _centre_variants(W, b):
-            if close(W_c, Wm, 1e-9) and close(b_c, bm, 1e-9):
-                fail_mistake(
-                    check,
-                    f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) "
-                    f"(max error {rel_dist(got, want):.3g})",
-                    label,
-                    fix,
-                )
+        failed = (
+            f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) by up to "
+            f"{rel_dist(got, want):.3g}"
+        )
+        y = torch.cat([W_c.flatten(), b_c])
+        truth = torch.cat([(W - W.mean(dim=1, keepdim=True)).flatten(), b - b.mean()])
+        best, explains = nearest_mistake(_centre_mistakes(), lambda m, a=(W, b): m.fn(*a), y, truth, 1e-9)
+        if best is not None and explains:
+            fail_mistake(check, failed, best.label, best.fix)
         mean = (x @ W_c + b_c).mean(dim=-1).abs().max()
         fail(
             check,
-            f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) by up to "
-            f"{rel_dist(got, want):.3g}; the outputs x @ W_c + b_c have per-token means up to "
-            f"{float(mean):.3g}",
+            f"{failed}; the outputs x @ W_c + b_c have per-token means up to {float(mean):.3g}",
             "every output x @ W_c + b_c must have zero mean over its d features, for every x, "
             "and keep the same centred part as x @ W + b",
         )

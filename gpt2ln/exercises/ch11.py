@@ -20,15 +20,11 @@ import torch.nn.functional as F
 from ..norms import dyt
 from ._core import (
     Mistake,
-    as_tensor,
-    call,
-    close,
+    call_on_copies,
+    compare,
     fail,
-    fail_mistake,
     from_numpy,
-    nearest_mistake,
     passed,
-    require_unchanged,
 )
 from .ch07 import _check_block
 
@@ -119,30 +115,29 @@ def check_dyt(fn: Callable[..., Any]) -> None:
     check = "check_dyt"
     mistakes = _dyt_mistakes()
     for what, x, alpha, w, b, tol in _dyt_cases():
-        x_in = x.clone()
         with torch.no_grad():
-            out = call(check, fn, x_in, alpha, w, b)
-        require_unchanged(check, ("x",), (x,), (x_in,), what, "write y = ..., not x.mul_(...) or x *= ...")
-        truth = dyt(x, alpha, w, b)
+            out = call_on_copies(
+                check,
+                fn,
+                (x, alpha, w, b),
+                names=("x", "alpha", "weight", "bias"),
+                what=what,
+                likely="write y = ..., not x.mul_(...) or x *= ...",
+            )
         raw = from_numpy(out)
         if isinstance(raw, torch.Tensor) and raw.dtype != x.dtype:
             fail(check, f"on {what}, your output has dtype {raw.dtype}, expected {x.dtype} (x's)")
-        y = as_tensor(check, raw, truth)
-        if close(y.double(), truth.double(), tol):
-            continue
-        err = float((y.double() - truth.double()).abs().max())
-        best, explains = nearest_mistake(
-            mistakes,
-            lambda m, x=x, alpha=alpha, w=w, b=b: m.fn(x, alpha, w, b).to(x.dtype),
-            y,
-            truth,
+        compare(
+            check,
+            f"on {what}",
+            raw,
+            dyt(x, alpha, w, b),
             tol,
+            mistakes,
+            (x, alpha, w, b),
+            formula=_DYT_FORMULA,
             skip=(RuntimeError, TypeError),
         )
-        what_failed = f"on {what}, your output differs from {_DYT_FORMULA} by up to {err:.3g}"
-        if best is not None and explains:
-            fail_mistake(check, what_failed, best.label, best.fix)
-        fail(check, what_failed, f"no single classic mistake explains it; compare with {_DYT_FORMULA}")
     passed(check, f"matches gpt2ln.dyt, {_DYT_FORMULA}, on 3 inputs (float64, float32, saturated)")
 
 
