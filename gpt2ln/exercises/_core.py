@@ -129,6 +129,38 @@ def as_int(check: str, out: Any, where: str) -> int:
     return int(out)
 
 
+def as_float(check: str, out: Any, where: str, expected: str = "a number") -> float:
+    """The learner's number as a float: a Python or numpy number, or a one-element tensor or array."""
+    if out is not None and not isinstance(out, (bool, str)):
+        try:
+            if not hasattr(out, "shape"):
+                return float(out)
+            if math.prod(out.shape) == 1:
+                return float(out.reshape(()))
+        except (TypeError, ValueError):
+            pass
+    shape = f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else ""
+    fail(
+        check,
+        f"{where}, your function returned {type(out).__name__}{shape}, expected {expected}",
+        "a missing `return`?" if out is None else "return a single number (float(...) makes one)",
+    )
+    return math.nan  # unreachable
+
+
+def as_tuple(check: str, out: Any, names: Sequence[str], where: str = "") -> tuple[Any, ...]:
+    """out (a tuple or list) as a tuple of ``len(names)`` values; else fail naming them."""
+    if not isinstance(out, (tuple, list)) or len(out) != len(names):
+        kind = "a pair (a tuple of 2)" if len(names) == 2 else "a tuple"
+        got = type(out).__name__ + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+        fail(
+            check,
+            f"{where}expected {kind} ({', '.join(names)}), got {got}",
+            "a missing `return`?" if out is None else f"return all of them: `return {', '.join(names)}`",
+        )
+    return tuple(out)
+
+
 def require_unchanged(
     check: str, names: Sequence[str], before: Sequence[Any], after: Sequence[Any], what: str, likely: str
 ) -> None:

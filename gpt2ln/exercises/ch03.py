@@ -19,6 +19,7 @@ import torch
 from ._core import (
     Mistake,
     as_tensor,
+    as_tuple,
     call,
     close,
     fail,
@@ -180,8 +181,7 @@ def check_layer_norm_backward(fn: Callable[..., Any]) -> None:
     for label, dy, x, g in _backward_cases():
         d = x.shape[-1]
         out = call(check, fn, dy.clone(), x.clone(), g.clone(), eps=EPS)
-        if not isinstance(out, (tuple, list)) or len(out) != 3:
-            fail(check, f"expected a tuple (dx, dg, db), got {type(out).__name__}", "return dx, dg, db")
+        out = as_tuple(check, out, ("dx", "dg", "db"))
         dx = as_tensor(check, out[0], x, "dx")
         flat = torch.empty(d, dtype=x.dtype)
         for what, t in (("dg", out[1]), ("db", out[2])):

@@ -20,6 +20,7 @@ import torch
 
 from ._core import (
     Mistake,
+    as_tuple,
     call,
     close,
     fail,
@@ -164,17 +165,6 @@ def _to64(check: str, v: Any, what: str) -> torch.Tensor:
     return t.to(torch.float64).cpu()
 
 
-def _pair(check: str, out: Any, names: str, n: int) -> tuple[Any, ...]:
-    if not isinstance(out, tuple | list) or len(out) != n:
-        fail(
-            check,
-            f"expected a tuple {names}, got {type(out).__name__}"
-            + (f" of length {len(out)}" if isinstance(out, tuple | list) else ""),
-            "a missing `return`, or returning only one of them?",
-        )
-    return tuple(out)
-
-
 # ----------------------------------------------------------------------- Welford
 
 _WEL = "check_welford"
@@ -193,7 +183,7 @@ def _diagnose(
 
 def _call_welford(fn: Callable[..., Any], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     snapshot = x.clone()
-    out = _pair(_WEL, call(_WEL, fn, x), "(mean, var)", 2)
+    out = as_tuple(_WEL, call(_WEL, fn, x), ("mean", "var"))
     if not torch.equal(x, snapshot):
         fail(_WEL, "your function modified x in place.", "work on copies: mean = mean + ..., not x -= ...")
     r = x.shape[0]
@@ -282,7 +272,7 @@ def _call_merge(fn, a, b) -> tuple[float, torch.Tensor, torch.Tensor]:
             "an empty part must leave the other unchanged: avoid dividing by n_a or n_b alone "
             "(n = n_a + n_b is never 0 here), e.g. mean = mean_a + delta * n_b / n.",
         )
-    out = _pair(_MERGE, result, "(n, mean, m2)", 3)
+    out = as_tuple(_MERGE, result, ("n", "mean", "m2"))
     if any(not torch.equal(s, t) for s, t in zip(snap, (a[1], a[2], b[1], b[2]), strict=True)):
         fail(_MERGE, "your function modified its inputs in place.", "build new tensors: mean = mean_a + ...")
     n = _to64(_MERGE, out[0], "n")

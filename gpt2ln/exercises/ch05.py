@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 from ._core import (
     Mistake,
     as_tensor,
-    call,
+    as_tuple,
     call_on_copies,
     close,
     compare,
@@ -537,21 +537,9 @@ def check_center_writing_weights(fn: Callable[..., Any]) -> None:
         x = torch.randn(2, 5, d_in, generator=gen, dtype=torch.float64)
         g = _gain(gen, d)
         beta = 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
-        W_in, b_in = W.clone(), b.clone()
-        out = call(check, fn, W_in, b_in)
         what = f"W of shape [{d_in}, {d}] ([d_in, d]), b of shape [{d}], float64"
-        if not torch.equal(W_in, W) or not torch.equal(b_in, b):
-            fail(
-                check,
-                f"your function changed W or b in place, on {what}",
-                "an in-place operation such as `W -= ...`: return new tensors",
-            )
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            fail(
-                check,
-                f"expected a pair (W_c, b_c), got {type(out).__name__}",
-                "a missing `return W_c, b_c`?" if out is None else "return both: `return W_c, b_c`",
-            )
+        out = call_on_copies(check, fn, (W, b), names=("W", "b"), what=what, likely="return new tensors")
+        out = as_tuple(check, out, ("W_c", "b_c"))
         W_c = as_tensor(check, out[0], W, "W_c").detach().double()
         b_c = as_tensor(check, out[1], b, "b_c").detach().double()
         want = F.layer_norm(x @ W + b, (d,), g, beta, 1e-5)

@@ -22,7 +22,16 @@ from torch import nn
 from ..blocks import Block
 from ..config import GPT2Config
 from ..train import TrainConfig, lr_at
-from ._core import Mistake, call, call_on_copies, compare, fail, fail_mistake, passed
+from ._core import (
+    Mistake,
+    as_float,
+    call,
+    call_on_copies,
+    compare,
+    fail,
+    fail_mistake,
+    passed,
+)
 
 __all__ = ["check_lr_schedule", "check_post_norm_block", "check_pre_norm_block"]
 
@@ -417,21 +426,6 @@ _LR_CASES = [
 ]
 
 
-def _as_float(check: str, v: Any, step: int, what: str) -> float:
-    """The learner's value as a float (a Python or numpy number, or a one-element tensor)."""
-    try:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            raise TypeError
-        return float(v)
-    except (TypeError, ValueError):
-        fail(
-            check,
-            f"{what}, at step {step}: your function returned {type(v).__name__}, expected a number",
-            "a missing `return`?" if v is None else None,
-        )
-    return math.nan  # unreachable
-
-
 def check_lr_schedule(fn: Callable[..., Any]) -> None:
     """Check ``fn(step, steps, lr, warmup, min_lr) -> float`` is ``gpt2ln.train.lr_at``.
 
@@ -461,7 +455,7 @@ def check_lr_schedule(fn: Callable[..., Any]) -> None:
                 v = call(check, fn, *args)  # reports the exception in a sentence
             except Exception:
                 v = call(check, fn, *args)  # "not implemented yet", or the exception in a sentence
-            got.append(_as_float(check, v, step, f"with {case.what}"))
+            got.append(as_float(check, v, f"with {case.what}, at step {step}"))
         truth = case.truth()
         bad = [i for i, (g, t) in enumerate(zip(got, truth, strict=True)) if not case.agrees(g, t)]
         if not bad:

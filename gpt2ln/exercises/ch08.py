@@ -18,6 +18,7 @@ import torch
 
 from ._core import (
     Mistake,
+    as_float,
     call,
     call_on_copies,
     compare,
@@ -444,31 +445,6 @@ def _copy(x: Any) -> Any:
     return list(x) if isinstance(x, list) else x.copy()
 
 
-def _as_float(check: str, out: Any, what: str) -> float:
-    """A Python float from out (a number or a 0-d/1-element tensor or array), else a teaching failure."""
-    if isinstance(out, bool) or out is None:
-        fail(check, f"on {what}, your function returned {out!r}, not a number", "a missing `return`?")
-    if isinstance(out, (int, float)):
-        return float(out)
-    try:
-        import numpy as np
-
-        if isinstance(out, np.ndarray | np.generic) and np.size(out) == 1:
-            return float(np.asarray(out).reshape(()))
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(out, torch.Tensor) and out.numel() == 1:
-        return float(out.reshape(()))
-    fail(
-        check,
-        f"on {what}, your function returned {type(out).__name__}"
-        + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
-        + ", expected one number",
-        "reduce over the sweep to a single number (a mean), e.g. with float(...)",
-    )
-    return math.nan  # unreachable
-
-
 def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
     """Check ``fn(lrs, losses, loss_init) -> float``, the LR sensitivity of Wortsman et al. (2023).
 
@@ -487,7 +463,7 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
         lrs = [float(x) for x in case.lrs]
         losses = [float(x) for x in case.losses]
         out = call(check, fn, _copy(case.lrs), _copy(case.losses), case.loss_init)
-        y = _as_float(check, out, case.what)
+        y = as_float(check, out, f"on {case.what}", "one number (a mean over the sweep)")
         truth = _sens(lrs, losses, case.loss_init)
         if math.isnan(y):
             fail(

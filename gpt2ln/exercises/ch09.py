@@ -56,41 +56,31 @@ def _count(
 
 
 _MISTAKES = [  # each fn(config) -> int
-    Mistake(
-        "counted a separate lm_head [vocab, d]: GPT-2 ties the unembedding to wte "
-        "(logits = h @ wte^T), so it is counted once",
-        "",
-        lambda c: _count(c, tied=False),
-    ),
-    Mistake("forgot the position embeddings wpe [n_ctx, d]", "", lambda c: _count(c, wpe=False)),
-    Mistake(
-        "forgot the biases of the linear layers (c_attn [3d], attn c_proj [d], c_fc [4d], mlp c_proj [d])",
-        "",
-        lambda c: _count(c, biases=False),
-    ),
-    Mistake(
-        "forgot the final LayerNorm ln_f (2d parameters after the last block)",
-        "",
-        lambda c: _count(c, ln_f=False),
-    ),
-    Mistake(
-        "forgot the LayerNorms altogether (ln_1, ln_2 in every block, and ln_f)",
-        "",
-        lambda c: _count(c, ln=False, ln_f=False),
-    ),
-    Mistake(
-        "counted only the LayerNorm gains: each LayerNorm also has a bias of d entries",
-        "",
-        lambda c: _count(c, ln_bias=False),
-    ),
-    Mistake(
-        "MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", "", lambda c: _count(c, mlp_mult=1)
-    ),
-    Mistake(
-        "counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)",
-        "",
-        lambda c: _count(c, qkv=1),
-    ),
+    Mistake(label, "", lambda c, kw=kw: _count(c, **kw))
+    for label, kw in [
+        (
+            "counted a separate lm_head [vocab, d]: GPT-2 ties the unembedding to wte "
+            "(logits = h @ wte^T), so it is counted once",
+            dict(tied=False),
+        ),
+        ("forgot the position embeddings wpe [n_ctx, d]", dict(wpe=False)),
+        (
+            "forgot the biases of the linear layers "
+            "(c_attn [3d], attn c_proj [d], c_fc [4d], mlp c_proj [d])",
+            dict(biases=False),
+        ),
+        ("forgot the final LayerNorm ln_f (2d parameters after the last block)", dict(ln_f=False)),
+        (
+            "forgot the LayerNorms altogether (ln_1, ln_2 in every block, and ln_f)",
+            dict(ln=False, ln_f=False),
+        ),
+        (
+            "counted only the LayerNorm gains: each LayerNorm also has a bias of d entries",
+            dict(ln_bias=False),
+        ),
+        ("MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", dict(mlp_mult=1)),
+        ("counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)", dict(qkv=1)),
+    ]
 ]
 
 
@@ -160,42 +150,23 @@ def _embed(idx: torch.Tensor, wte: torch.Tensor, wpe: torch.Tensor, how: str = "
     raise ValueError(how)
 
 
-_EMBED_MISTAKES = [  # fn(idx, wte, wpe) -> [B, T, d]
-    Mistake(
-        "positions start at 1: the first token's position is 0, pos = torch.arange(T)",
-        "",
-        lambda i, t, p: _embed(i, t, p, "pos_from_1"),
-    ),
-    Mistake(
-        "forgot the position embeddings: add wpe[pos], pos = 0..T-1",
-        "",
-        lambda i, t, p: _embed(i, t, p, "no_wpe"),
-    ),
-    Mistake(
-        "added the token id itself instead of looking up its row: use wte[idx] ([B, T] -> [B, T, d])",
-        "",
-        lambda i, t, p: _embed(i, t, p, "add_id"),
-    ),
-    Mistake(
-        "looked up the positions by token id (wpe[idx]): a token's position is its index",
-        "",
-        lambda i, t, p: _embed(i, t, p, "wpe_by_token"),
-    ),
-    Mistake(
-        "swapped wte and wpe: tokens index wte ([vocab, d]), positions index wpe ([n_ctx, d])",
-        "",
-        lambda i, t, p: _embed(i, t, p, "swapped"),
-    ),
-    Mistake(
-        "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)",
-        "",
-        lambda i, t, p: _embed(i, t, p, "scaled"),
-    ),
-    Mistake(
-        "positions counted from the end: token t (0-based) gets wpe[t]",
-        "",
-        lambda i, t, p: _embed(i, t, p, "reversed"),
-    ),
+_EMBED_MISTAKES = [  # each fn(idx, wte, wpe) -> [B, T, d]
+    Mistake(label, "", lambda i, t, p, how=how: _embed(i, t, p, how))
+    for how, label in [
+        ("pos_from_1", "positions start at 1: the first token's position is 0, pos = torch.arange(T)"),
+        ("no_wpe", "forgot the position embeddings: add wpe[pos], pos = 0..T-1"),
+        (
+            "add_id",
+            "added the token id itself instead of looking up its row: use wte[idx] ([B, T] -> [B, T, d])",
+        ),
+        ("wpe_by_token", "looked up the positions by token id (wpe[idx]): a token's position is its index"),
+        ("swapped", "swapped wte and wpe: tokens index wte ([vocab, d]), positions index wpe ([n_ctx, d])"),
+        (
+            "scaled",
+            "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)",
+        ),
+        ("reversed", "positions counted from the end: token t (0-based) gets wpe[t]"),
+    ]
 ]
 
 

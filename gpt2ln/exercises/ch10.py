@@ -22,6 +22,7 @@ from ..norms import LayerNorm
 from ._core import (
     Mistake,
     as_tensor,
+    as_tuple,
     call,
     call_on_copies,
     close,
@@ -35,16 +36,6 @@ from ._core import (
 )
 
 __all__ = ["check_fold_ln", "check_logit_lens"]
-
-
-def _pair(check: str, out: Any, what: str) -> tuple[Any, Any]:
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        fail(
-            check,
-            f"on {what}, expected a pair (W_f, c_f), got {type(out).__name__}",
-            "a missing `return W_f, c_f`?" if out is None else "return both: `return W_f, c_f`",
-        )
-    return out[0], out[1]
 
 
 # ---------------------------------------------------------------------------- folding
@@ -98,7 +89,7 @@ def check_fold_ln(fn: Callable[..., Any]) -> None:
         x = 2.0 + 3.0 * torch.randn(3, 5, d, generator=gen, dtype=torch.float64)
         what = f"g, b of shape [{d}], W of shape [{out_f}, {d}] ([out, in]), c of shape [{out_f}], float64"
         args = [t.clone() for t in (g, b, W, c)]
-        W_f, c_f = _pair(check, call(check, fn, *args), what)
+        W_f, c_f = as_tuple(check, call(check, fn, *args), ("W_f", "c_f"), f"on {what}, ")
         require_unchanged(
             check,
             "gbWc",
