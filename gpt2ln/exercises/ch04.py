@@ -22,6 +22,7 @@ from ._core import (
     Mistake,
     as_tuple,
     call,
+    call_on_copies,
     close,
     fail,
     fail_mistake,
@@ -182,10 +183,8 @@ def _diagnose(
 
 
 def _call_welford(fn: Callable[..., Any], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    snapshot = x.clone()
-    out = as_tuple(_WEL, call(_WEL, fn, x), ("mean", "var"))
-    if not torch.equal(x, snapshot):
-        fail(_WEL, "your function modified x in place.", "work on copies: mean = mean + ..., not x -= ...")
+    out = call_on_copies(_WEL, fn, (x,), names="x", what="x", likely="work on copies: not x -= ...")
+    out = as_tuple(_WEL, out, ("mean", "var"))
     r = x.shape[0]
     res = []
     for v, what in zip(out, ("mean", "var"), strict=True):

@@ -20,10 +20,10 @@ import torch.nn.functional as F
 
 from ..norms import LayerNorm
 from ._core import (
+    IN_PLACE,
     Mistake,
     as_tensor,
     as_tuple,
-    call,
     call_on_copies,
     close,
     compare,
@@ -32,7 +32,6 @@ from ._core import (
     nearest_mistake,
     passed,
     rel_dist,
-    require_unchanged,
 )
 
 __all__ = ["check_fold_ln", "check_logit_lens"]
@@ -88,16 +87,8 @@ def check_fold_ln(fn: Callable[..., Any]) -> None:
         c = 0.3 * torch.randn(out_f, generator=gen, dtype=torch.float64)
         x = 2.0 + 3.0 * torch.randn(3, 5, d, generator=gen, dtype=torch.float64)
         what = f"g, b of shape [{d}], W of shape [{out_f}, {d}] ([out, in]), c of shape [{out_f}], float64"
-        args = [t.clone() for t in (g, b, W, c)]
-        W_f, c_f = as_tuple(check, call(check, fn, *args), ("W_f", "c_f"), f"on {what}, ")
-        require_unchanged(
-            check,
-            "gbWc",
-            (g, b, W, c),
-            args,
-            what,
-            "an in-place operation such as `W *= g`: compute new tensors instead",
-        )
+        out = call_on_copies(check, fn, (g, b, W, c), names="gbWc", what=what, likely=IN_PLACE)
+        W_f, c_f = as_tuple(check, out, ("W_f", "c_f"), f"on {what}, ")
         W_f = as_tensor(check, W_f, W, "W_f").detach().double()
         c_f = as_tensor(check, c_f, c, "c_f").detach().double()
         want = F.layer_norm(x, (d,), g, b, 1e-5) @ W.T + c
