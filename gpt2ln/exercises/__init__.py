@@ -1,9 +1,13 @@
 """Autograded checks for the book's exercises.
 
-Each ``check_<name>(fn)`` runs the learner's function on inputs it chooses, compares
-with a reference, and either prints one success line or raises ``AssertionError``
-saying which property failed and the likely mistake. Checks are grouped by chapter
-(``ch02`` for chapter 2, ...) and re-exported here.
+Each ``check_<name>(fn)`` runs the learner's function on fixed, seeded inputs, compares
+with a reference, and either prints one success line or raises ``AssertionError`` saying
+which property failed and the likely mistake. Checks are grouped by chapter (``ch02`` for
+chapter 2, ...) and re-exported here. All of them follow one pattern, documented at the top
+of ``_core.py``: a classic mistake is a :class:`~._core.Mistake` (a label naming it, its fix,
+and a function computing its output); ``call_on_copies`` runs the learner's function and
+``compare`` (or ``nearest_mistake``) names the mistake whose output is nearest a wrong answer.
+Copy that pattern for a new chapter.
 """
 
 from ._core import call, fail, passed

@@ -22,12 +22,21 @@ How to write a check (copy this for a new chapter)::
 implemented yet" and crashes into a sentence, and failing if an input was changed in
 place); ``compare`` returns when the output is the reference's and otherwise fails with the
 label and fix of the :class:`Mistake` whose ``fn(*args)`` is nearest the output
-(:func:`nearest_mistake`), or with "no single classic mistake explains it" and the
-formula. Outputs that are not one tensor (a count, a pair, a schedule) use
-:func:`nearest_mistake` with their own ``output``/``dist``, then :func:`fail_mistake`. A
-check never patches torch or the package while the learner's code runs: it passes what the
-code needs, or observes calls with a mode scoped to the call (see chapter 5's
-``_refuse_layer_norm``).
+(:func:`nearest_mistake`), or with "no single classic mistake explains it" and the formula.
+Special failures that no mistake function can reproduce (NaN, a wrong shape, a float32
+cancellation) are tested before ``compare`` (or passed to it as ``nonfinite=``/``hint=``).
+
+Outputs that are not one tensor are made into one first: a pair or tuple with
+:func:`as_tuple`, a number with :func:`as_float` or :func:`as_int`; several outputs are
+stacked or concatenated (the mistakes' ``fn`` return the same layout), then
+:func:`nearest_mistake` and :func:`fail_mistake` (or ``compare``) as above. Integer answers
+(parameter counts) compare ``m.fn(config) == out`` exactly. Inputs that must be modules
+(a block's sub-layers) are passed as they are; ``call_on_copies`` clones only tensors.
+
+A check never patches torch or the package while the learner's code runs: it passes what
+the code needs explicitly, or observes calls with a mode scoped to the call (chapter 5's
+``_RefuseLayerNorm``, a ``TorchFunctionMode``). A check leaves the global random state
+alone (seeded ``torch.Generator``; ``torch.random.fork_rng`` around module construction).
 
 The tests of a check (``tests/test_exercises_chNN.py``) pass the right answer (and other
 right answers: numpy output, a loop), each mistake (asserting its label's words appear),
