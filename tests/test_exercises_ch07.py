@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from gpt2ln.exercises import check_lr_schedule, check_post_norm_block
+from gpt2ln.exercises import check_lr_schedule, check_post_norm_block, check_pre_norm_block
 
 
 # ------------------------------------------------------------------------ check_post_norm_block
@@ -96,6 +97,129 @@ def test_unimplemented_block_says_not_implemented_yet():
 
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_post_norm_block(my_post_norm_block)
+
+
+# ------------------------------------------------------------------------- check_pre_norm_block
+def right_pre_block(x, attn, mlp, ln_1, ln_2):
+    h = x + attn(ln_1(x))
+    return h + mlp(ln_2(h))
+
+
+def test_right_pre_block_passes_and_prints_one_line(capsys):
+    check_pre_norm_block(right_pre_block)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_pre_norm_block")
+
+
+def _loop_pre_block(x, attn, mlp, ln_1, ln_2):
+    for f, ln in ((attn, ln_1), (mlp, ln_2)):
+        x = x + f(ln(x))
+    return x
+
+
+def _hf_style_pre_block(x, attn, mlp, ln_1, ln_2):  # transformers' GPT2Block: residual = x; x = ln(x); ...
+    residual = x
+    x = ln_1(x)
+    x = attn(x) + residual
+    residual = x
+    return mlp(ln_2(x)) + residual
+
+
+@pytest.mark.parametrize("fn", [_loop_pre_block, _hf_style_pre_block], ids=["loop", "transformers-style"])
+def test_other_right_pre_blocks_pass(fn, capsys):
+    check_pre_norm_block(fn)
+    assert "✓" in capsys.readouterr().out
+
+
+def _pre_in_place(x, attn, mlp, ln_1, ln_2):
+    x += attn(ln_1(x))
+    return x + mlp(ln_2(x))
+
+
+def _stream_normalized(x, attn, mlp, ln_1, ln_2):
+    x = ln_1(x)  # the classic slip: the stream itself replaced by its normalized copy
+    x = x + attn(x)
+    x = ln_2(x)
+    return x + mlp(x)
+
+
+PRE_MISTAKES = {
+    "post_norm": (right_block, "normalized after the residual addition"),
+    "no_attention_residual": (
+        lambda x, a, m, l1, l2: (lambda h: h + m(l2(h)))(a(l1(x))),
+        "dropped the attention's residual connection",
+    ),
+    "no_mlp_residual": (lambda x, a, m, l1, l2: m(l2(x + a(l1(x)))), "dropped the MLP's residual connection"),
+    "no_residual": (lambda x, a, m, l1, l2: m(l2(a(l1(x)))), "dropped both residual connections"),
+    "ln_1_twice": (lambda x, a, m, l1, l2: right_pre_block(x, a, m, l1, l1), "reused ln_1 for both"),
+    "ln_2_twice": (lambda x, a, m, l1, l2: right_pre_block(x, a, m, l2, l2), "reused ln_2 for both"),
+    "swapped_norms": (lambda x, a, m, l1, l2: right_pre_block(x, a, m, l2, l1), "swapped ln_1 and ln_2"),
+    "stream_normalized": (_stream_normalized, "normalized the residual stream itself"),
+    "stream_normalized_attention": (
+        lambda x, a, m, l1, l2: (lambda u: (lambda h: h + m(l2(h)))(u + a(u)))(l1(x)),
+        "normalized the residual stream itself before attention",
+    ),
+    "stream_normalized_mlp": (
+        lambda x, a, m, l1, l2: (lambda h: h + m(h))(l2(x + a(l1(x)))),
+        "normalized the residual stream itself before the MLP",
+    ),
+    "ln_f_plain": (
+        lambda x, a, m, l1, l2: F.layer_norm(right_pre_block(x, a, m, l1, l2), (x.shape[-1],)),
+        "added a final norm (ln_f) inside the block",
+    ),
+    "ln_f_as_ln_2": (
+        lambda x, a, m, l1, l2: l2(right_pre_block(x, a, m, l1, l2)),
+        "added a final norm (ln_f) inside the block",
+    ),
+    "ln_f_as_ln_1": (
+        lambda x, a, m, l1, l2: l1(right_pre_block(x, a, m, l1, l2)),
+        "added a final norm (ln_f) inside the block",
+    ),
+    "parallel": (lambda x, a, m, l1, l2: x + a(l1(x)) + m(l2(x)), "the MLP reads the block input"),
+    "residual_from_x": (
+        lambda x, a, m, l1, l2: x + m(l2(x + a(l1(x)))),
+        "the second residual adds the block input x",
+    ),
+    "attention_half_only": (lambda x, a, m, l1, l2: x + a(l1(x)), "forgot the MLP half"),
+    "returns_none": (lambda x, a, m, l1, l2: None, "missing `return`"),
+    "in_place": (_pre_in_place, "in place"),
+    "wrong_shape": (lambda x, a, m, l1, l2: right_pre_block(x, a, m, l1, l2)[0], "has shape"),
+}
+
+
+@pytest.mark.parametrize("name", list(PRE_MISTAKES))
+def test_each_pre_block_mistake_fails_naming_it(name):
+    fn, words = PRE_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_pre_norm_block") as info:
+        check_pre_norm_block(fn)
+    assert words in str(info.value), str(info.value)
+
+
+def test_pre_block_mistakes_each_name_one_mistake():
+    """The sub-layers' parameters are distinct enough that no two mistakes give one output."""
+    from gpt2ln.exercises import ch07
+
+    case = ch07._block_cases("pre")[0]
+    args = (case.x, *case.sublayers())
+    truth = case.truth()
+    outs = {m.label: m.fn(*args).detach() for m in ch07._pre_mistakes() if "ln_f" not in m.label}
+    for label, y in outs.items():
+        assert (y - truth).abs().max() > 1e-2, label
+        for other, z in outs.items():
+            assert other == label or (y - z).abs().max() > 1e-2, (label, other)
+
+
+def test_unexplained_pre_block_gets_the_generic_message():
+    with pytest.raises(AssertionError, match="no single classic mistake"):
+        check_pre_norm_block(lambda x, a, m, l1, l2: 1.01 * right_pre_block(x, a, m, l1, l2))
+
+
+def test_unimplemented_pre_block_says_not_implemented_yet():
+    def my_pre_norm_block(x, attn, mlp, ln_1, ln_2):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_pre_norm_block(my_pre_norm_block)
 
 
 # ---------------------------------------------------------------------------- check_lr_schedule
@@ -228,5 +352,6 @@ def test_checks_leave_the_global_random_state_alone():
     expected = torch.rand(3)
     torch.manual_seed(0)
     check_post_norm_block(right_block)
+    check_pre_norm_block(right_pre_block)
     check_lr_schedule(right_schedule)
     assert torch.equal(torch.rand(3), expected)

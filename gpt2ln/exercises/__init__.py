@@ -1,9 +1,13 @@
 """Autograded checks for the book's exercises.
 
-Each ``check_<name>(fn)`` runs the learner's function on inputs it chooses, compares
-with a reference, and either prints one success line or raises ``AssertionError``
-saying which property failed and the likely mistake. Checks are grouped by chapter
-(``ch02`` for chapter 2, ...) and re-exported here.
+Each ``check_<name>(fn)`` runs the learner's function on fixed, seeded inputs, compares
+with a reference, and either prints one success line or raises ``AssertionError`` saying
+which property failed and the likely mistake. Checks are grouped by chapter (``ch02`` for
+chapter 2, ...) and re-exported here. All of them follow one pattern, documented at the top
+of ``_core.py``: a classic mistake is a :class:`~._core.Mistake` (a label naming it, its fix,
+and a function computing its output); ``call_on_copies`` runs the learner's function and
+``compare`` (or ``nearest_mistake``) names the mistake whose output is nearest a wrong answer.
+Copy that pattern for a new chapter.
 """
 
 from ._core import call, fail, passed
@@ -13,7 +17,7 @@ from .ch03 import check_layer_norm_backward, check_ln_jacobian
 from .ch04 import check_welford, check_welford_merge
 from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
 from .ch06 import check_causal_attention, check_gelu
-from .ch07 import check_lr_schedule, check_post_norm_block
+from .ch07 import check_lr_schedule, check_post_norm_block, check_pre_norm_block
 from .ch08 import check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_embed, check_gpt2_param_count
 from .ch10 import check_fold_ln, check_logit_lens
@@ -38,6 +42,7 @@ __all__ = [
     "check_lr_sensitivity",
     "check_peri_block",
     "check_post_norm_block",
+    "check_pre_norm_block",
     "check_qk_norm_scores",
     "check_residual_norms",
     "check_rms_norm",

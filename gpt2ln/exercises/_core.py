@@ -1,7 +1,47 @@
-"""What every check shares: calling the student's function safely, failing with a
-message that teaches, and a one-line success report; and what several chapters' checks
-share: reading the output (a tensor, an int), the in-place check, naming the classic
-mistake nearest a wrong output, eps placement, random input rows."""
+"""The one pattern every exercise check follows, and the helpers it is built from.
+
+How to write a check (copy this for a new chapter)::
+
+    _FORMULA = "what the right answer computes, in one line"
+
+    def _mistakes() -> list[Mistake]:          # each classic mistake: a label that names it,
+        return [                               # the fix, and a function computing its output
+            Mistake("forgot the bias b", "finish with y * g + b", lambda x, g, b: _ref(x, g) * g),
+            ...
+        ]
+
+    def check_thing(fn) -> None:
+        check = "check_thing"
+        for what, args, tol in _cases():       # fixed, seeded inputs; each case told apart
+            out = call_on_copies(check, fn, args, names=("x", "g", "b"), what=what)
+            truth = _ref(*args)                # the reference (or a real implementation)
+            compare(check, f"on {what}", out, truth, tol, _mistakes(), args, formula=_FORMULA)
+        passed(check, "one line saying what was checked")
+
+``call_on_copies`` calls the learner's function on copies of the inputs (turning "not
+implemented yet" and crashes into a sentence, and failing if an input was changed in
+place); ``compare`` returns when the output is the reference's and otherwise fails with the
+label and fix of the :class:`Mistake` whose ``fn(*args)`` is nearest the output
+(:func:`nearest_mistake`), or with "no single classic mistake explains it" and the formula.
+Special failures that no mistake function can reproduce (NaN, a wrong shape, a float32
+cancellation) are tested before ``compare`` (or passed to it as ``nonfinite=``/``hint=``).
+
+Outputs that are not one tensor are made into one first: a pair or tuple with
+:func:`as_tuple`, a number with :func:`as_float` or :func:`as_int`; several outputs are
+stacked or concatenated (the mistakes' ``fn`` return the same layout), then
+:func:`nearest_mistake` and :func:`fail_mistake` (or ``compare``) as above. Integer answers
+(parameter counts) compare ``m.fn(config) == out`` exactly. Inputs that must be modules
+(a block's sub-layers) are passed as they are; ``call_on_copies`` clones only tensors.
+
+A check never patches torch or the package while the learner's code runs: it passes what
+the code needs explicitly, or observes calls with a mode scoped to the call (chapter 5's
+``_RefuseLayerNorm``, a ``TorchFunctionMode``). A check leaves the global random state
+alone (seeded ``torch.Generator``; ``torch.random.fork_rng`` around module construction).
+
+The tests of a check (``tests/test_exercises_chNN.py``) pass the right answer (and other
+right answers: numpy output, a loop), each mistake (asserting its label's words appear),
+a stub raising ``NotImplementedError`` ("not implemented yet"), and a ``None`` return.
+"""
 
 from __future__ import annotations
 
@@ -98,6 +138,38 @@ def as_int(check: str, out: Any, where: str) -> int:
     return int(out)
 
 
+def as_float(check: str, out: Any, where: str, expected: str = "a number") -> float:
+    """The learner's number as a float: a Python or numpy number, or a one-element tensor or array."""
+    if out is not None and not isinstance(out, (bool, str)):
+        try:
+            if not hasattr(out, "shape"):
+                return float(out)
+            if math.prod(out.shape) == 1:
+                return float(out.reshape(()))
+        except (TypeError, ValueError):
+            pass
+    shape = f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else ""
+    fail(
+        check,
+        f"{where}, your function returned {type(out).__name__}{shape}, expected {expected}",
+        "a missing `return`?" if out is None else "return a single number (float(...) makes one)",
+    )
+    return math.nan  # unreachable
+
+
+def as_tuple(check: str, out: Any, names: Sequence[str], where: str = "") -> tuple[Any, ...]:
+    """out (a tuple or list) as a tuple of ``len(names)`` values; else fail naming them."""
+    if not isinstance(out, (tuple, list)) or len(out) != len(names):
+        kind = "a pair (a tuple of 2)" if len(names) == 2 else "a tuple"
+        got = type(out).__name__ + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+        fail(
+            check,
+            f"{where}expected {kind} ({', '.join(names)}), got {got}",
+            "a missing `return`?" if out is None else f"return all of them: `return {', '.join(names)}`",
+        )
+    return tuple(out)
+
+
 def require_unchanged(
     check: str, names: Sequence[str], before: Sequence[Any], after: Sequence[Any], what: str, likely: str
 ) -> None:
@@ -112,13 +184,36 @@ def require_unchanged(
 
 
 def fail_mistake(check: str, what: str, label: str, fix: str) -> None:
-    """fail() naming the classic mistake the learner's output matches, and its fix."""
-    fail(check, what, f"{label}. Fix: {fix}")
+    """fail() naming the classic mistake the learner's output matches, and its fix (if any)."""
+    fail(check, what, f"{label}. Fix: {fix}" if fix else label)
 
 
-@dataclass
+IN_PLACE = "an in-place operation such as `x -= ...` or `x.mul_(...)`: compute new tensors instead"
+
+
+def call_on_copies(
+    check: str,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    *,
+    names: Sequence[str],
+    what: str,
+    kwargs: dict[str, Any] | None = None,
+    likely: str = IN_PLACE,
+) -> Any:
+    """``fn(*copies of args, **kwargs)`` through :func:`call`; fail if fn changed an input in place.
+
+    Tensors are cloned, other arguments passed as they are; ``names[i]`` names ``args[i]``.
+    """
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    out = call(check, fn, *copies, **(kwargs or {}))
+    require_unchanged(check, names, args, copies, what, likely)
+    return out
+
+
+@dataclass(frozen=True)
 class Mistake:
-    """A classic mistake: what it is, how to fix it, and a function computing its output."""
+    """A classic mistake: the label naming it, its fix, and a function computing its output."""
 
     label: str  # names the mistake (tests and learners look for these words)
     fix: str
@@ -160,7 +255,59 @@ def nearest_mistake(
         d = dist(y, ref)
         if d < best_d:
             best, best_d = m, d
-    return best, best is not None and best_d <= max(tol, 0.02 * dist(y, truth))
+    off = dist(y, truth)  # inf when y's shape is not truth's: then only a near-exact match explains y
+    return best, best is not None and best_d <= max(tol, 0.02 * off if math.isfinite(off) else tol)
+
+
+def compare(
+    check: str,
+    where: str,
+    out: Any,
+    truth: torch.Tensor,
+    tol: float,
+    mistakes: Iterable[Mistake],
+    args: Sequence[Any],
+    *,
+    formula: str,
+    differs: str = "your output differs from the reference",
+    nonfinite: str | None = None,
+    hint: str | None = None,
+    skip: tuple[type[Exception], ...] = (RuntimeError,),
+) -> torch.Tensor:
+    """The learner's output as a float64 tensor if it matches truth to tol; else fail naming why.
+
+    ``out`` must be a tensor (or numpy array) of truth's shape. When it is not within tol
+    (:func:`close`): a NaN/inf output fails with ``nonfinite`` (if given); then the
+    :class:`Mistake` whose ``m.fn(*args)`` is nearest explains it (:func:`nearest_mistake`),
+    or the failure shows where the largest error is and gives ``hint`` (default: no single
+    mistake explains it, the nearest, and ``formula``). ``where`` starts the message, e.g.
+    ``"on x of shape [2, 3]"``; ``differs`` says what differs from what; mistakes that raise
+    one of ``skip`` on args are passed over.
+    """
+    y = as_tensor(check, out, truth).detach().double()
+    t = truth.detach().double()
+    if close(y, t, tol) and torch.isfinite(y).all():
+        return y
+    if nonfinite is not None and not torch.isfinite(y).all():
+        fail(check, f"{where}, your output contains NaN or inf", nonfinite)
+    err = f"{float((y - t).abs().max()):.3g}"
+    failed = f"{where}, {differs} by up to {err}"
+    best, explains = nearest_mistake(
+        mistakes, lambda m: torch.as_tensor(m.fn(*args), dtype=torch.float64), y, t, tol, skip=skip
+    )
+    if best is not None and explains:
+        fail_mistake(check, failed, best.label, best.fix)
+    diff = torch.nan_to_num((y - t).abs(), nan=math.inf)
+    i = tuple(int(k) for k in torch.nonzero(diff == diff.max())[0])
+    fail(
+        check,
+        f"{failed} ({f'at index {i}: ' if i else ''}got {float(y[i]):.6g}, expected {float(t[i]):.6g})",
+        hint
+        or "no single classic mistake explains it (maybe two at once"
+        + (f"; the nearest is: {best.label}" if best is not None else "")
+        + f"); compare each step with {formula}",
+    )
+    return y  # unreachable
 
 
 def divide_by_root(num: torch.Tensor, s: torch.Tensor, eps: float, eps_at: str = "inside") -> torch.Tensor:

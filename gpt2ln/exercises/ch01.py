@@ -15,7 +15,16 @@ import torch
 
 from ..config import GPT2Config
 from ..model import GPT2
-from ._core import call, fail, from_numpy, passed
+from ._core import (
+    Mistake,
+    call,
+    close,
+    fail,
+    fail_mistake,
+    from_numpy,
+    nearest_mistake,
+    passed,
+)
 
 __all__ = ["check_invariance", "check_residual_norms"]
 
@@ -56,91 +65,99 @@ def _to_1d(out: Any) -> torch.Tensor:
     return out.detach().to(torch.float64).cpu()
 
 
-def _matches(out: torch.Tensor, ref: torch.Tensor, rtol: float = 1e-4) -> bool:
-    return tuple(out.shape) == tuple(ref.shape) and bool(torch.allclose(out, ref, rtol=rtol, atol=1e-7))
-
-
 def _first(v: torch.Tensor, n: int = 3) -> str:
     """The first n entries, 4 significant digits: '[0.1234, 0.1515, 0.1768, ...]'."""
     return "[" + ", ".join(f"{x:.4g}" for x in v[:n].tolist()) + (", ...]" if len(v) > n else "]")
 
 
+def _resid_mistakes(n_layer: int) -> list[Mistake]:
+    """Each mistake's fn(cache) -> what it returns."""
+
+    def per_layer(f: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[dict], torch.Tensor]:
+        return lambda cache: _per_layer(cache, n_layer, lambda x: f(x.double()))
+
+    norms = per_layer(lambda x: x.norm(dim=-1).mean())
+
+    def lnf_last(cache: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = norms(cache)
+        out[-1] = cache["ln_f.out"].double().norm(dim=-1).mean()
+        return out
+
+    axis = "norm over the wrong axis"
+    return [
+        Mistake(
+            "forgot the last entry",
+            f"resid_pre.{n_layer} (the stream after the last block, the input to ln_f) also counts, "
+            "so loop over range(n_layer + 1).",
+            lambda cache: norms(cache)[:-1],
+        ),
+        Mistake(
+            "skipped the first entry",
+            "resid_pre.0 is the embeddings wte[idx] + wpe[pos], start at l = 0.",
+            lambda cache: norms(cache)[1:],
+        ),
+        Mistake(
+            "the values are in reverse order",
+            "entry l must be resid_pre.{l}, from l = 0 upward.",
+            lambda cache: norms(cache).flip(0),
+        ),
+        Mistake(
+            "used ln_f.out for the last entry",
+            f"that is after the final LayerNorm; use resid_pre.{n_layer}.",
+            lnf_last,
+        ),
+        Mistake(
+            axis,
+            "took the norm over the batch axis (dim=0); a token's norm is over its features: dim=-1.",
+            per_layer(lambda x: x.norm(dim=0).mean()),
+        ),
+        Mistake(
+            axis,
+            "took the norm over the token axis (dim=1); a token's norm is over its features: dim=-1.",
+            per_layer(lambda x: x.norm(dim=1).mean()),
+        ),
+        Mistake(
+            axis,
+            "took one norm of the whole [B, T, d] tensor; take each token's norm (dim=-1), then the mean.",
+            per_layer(lambda x: x.norm()),
+        ),
+        Mistake(
+            "mean of squares instead of norm",
+            "the L2 norm is sqrt(sum(x**2)) over the features.",
+            per_layer(lambda x: x.pow(2).mean(dim=-1).mean()),
+        ),
+        Mistake(
+            "squared norm instead of norm",
+            "you summed the squares but forgot the square root.",
+            per_layer(lambda x: x.pow(2).sum(dim=-1).mean()),
+        ),
+        Mistake(
+            "RMS instead of norm",
+            "sqrt(mean(x**2)) is the norm divided by sqrt(d); use sum, not mean.",
+            per_layer(lambda x: x.pow(2).mean(dim=-1).sqrt().mean()),
+        ),
+        Mistake(
+            "root of the mean squared norm instead of the mean norm",
+            "take each token's norm first, then average the norms.",
+            per_layer(lambda x: x.pow(2).sum(dim=-1).mean().sqrt()),
+        ),
+    ]
+
+
 def _diagnose_residual_norms(out: torch.Tensor, cache: dict[str, torch.Tensor], n_layer: int) -> None:
     """Fail with the most likely named mistake; return only if out is right."""
     ref = _per_layer(cache, n_layer, lambda x: x.double().norm(dim=-1).mean())
-    if _matches(out, ref):
+    if out.shape == ref.shape and close(out, ref, 1e-5):
         return
-    if out.shape == (n_layer,):
-        if _matches(out, ref[:-1]):
-            fail(
-                _RESID,
-                f"got {n_layer} values, expected {n_layer + 1}: forgot the last entry.",
-                f"forgot the last entry: resid_pre.{n_layer} (the stream after the last block, the "
-                f"input to ln_f) also counts, so loop over range(n_layer + 1).",
-            )
-        if _matches(out, ref[1:]):
-            fail(
-                _RESID,
-                f"got {n_layer} values, expected {n_layer + 1}: skipped the first entry.",
-                "skipped the first entry: resid_pre.0 is the embeddings wte[idx] + wpe[pos], start at l = 0.",
-            )
-    if out.ndim != 1 or out.shape[0] != n_layer + 1:
+    best, explains = nearest_mistake(_resid_mistakes(n_layer), lambda m: m.fn(cache), out, ref, 1e-5)
+    if best is not None and explains:
+        fail_mistake(_RESID, f"got {_first(out)}, expected {_first(ref)}", best.label, best.fix)
+    if out.shape != ref.shape:
         fail(
             _RESID,
             f"expected shape [n_layer + 1] = [{n_layer + 1}], got {tuple(out.shape)}",
             "one number per residual stream: the mean over batch and tokens of each token's norm.",
         )
-    if _matches(out.flip(0), ref):
-        fail(_RESID, "the values are in reverse order.", "entry l must be resid_pre.{l}, from l = 0 upward.")
-    last_lnf = ref.clone()
-    last_lnf[-1] = cache["ln_f.out"].double().norm(dim=-1).mean()
-    if _matches(out, last_lnf):
-        fail(
-            _RESID,
-            "the last entry is the norm of ln_f.out.",
-            f"used ln_f.out for the last entry: that is after the final LayerNorm; use resid_pre.{n_layer}.",
-        )
-    named = [
-        (
-            lambda x: x.double().norm(dim=0).mean(),
-            "norm over the wrong axis",
-            "took the norm over the batch axis (dim=0); a token's norm is over its features: dim=-1.",
-        ),
-        (
-            lambda x: x.double().norm(dim=1).mean(),
-            "norm over the wrong axis",
-            "took the norm over the token axis (dim=1); a token's norm is over its features: dim=-1.",
-        ),
-        (
-            lambda x: x.double().norm(),
-            "norm over the wrong axis",
-            "took one norm of the whole [B, T, d] tensor; take each token's norm (dim=-1), then the mean.",
-        ),
-        (
-            lambda x: x.double().pow(2).mean(dim=-1).mean(),
-            "mean of squares instead of norm",
-            "mean of squares instead of norm: the L2 norm is sqrt(sum(x**2)) over the features.",
-        ),
-        (
-            lambda x: x.double().pow(2).sum(dim=-1).mean(),
-            "squared norm instead of norm",
-            "squared norm instead of norm: you summed the squares but forgot the square root.",
-        ),
-        (
-            lambda x: x.double().pow(2).mean(dim=-1).sqrt().mean(),
-            "RMS instead of norm",
-            "RMS instead of norm: sqrt(mean(x**2)) is the norm divided by sqrt(d); use sum, not mean.",
-        ),
-        (
-            lambda x: x.double().pow(2).sum(dim=-1).mean().sqrt(),
-            "root of the mean squared norm instead of the mean norm",
-            "root of the mean squared norm instead of the mean norm: take each token's norm first, "
-            "then average the norms.",
-        ),
-    ]
-    for f, name, likely in named:
-        if _matches(out, _per_layer(cache, n_layer, f)):
-            fail(_RESID, f"{name}: got {_first(out)}, expected {_first(ref)}", likely)
     l_bad = int((out - ref).abs().argmax())
     fail(
         _RESID,

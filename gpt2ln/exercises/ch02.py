@@ -19,17 +19,18 @@ import torch
 
 from ..config import GPT2Config
 from ._core import (
+    Mistake,
     as_int,
     as_tensor,
     call,
+    call_on_copies,
     close,
+    compare,
     divide_by_root,
     fail,
-    fail_mistake,
-    nearest_mistake,
     passed,
     random_rows,
-    require_unchanged,
+    rel_dist,
 )
 
 __all__ = ["check_layer_norm", "check_layernorm_param_count"]
@@ -75,15 +76,12 @@ def _variant(
     }[affine]()
 
 
-@dataclass
-class _Mistake:
-    label: str  # names the mistake (tests and learners look for these words)
-    fix: str
-    kwargs: dict[str, Any]
-    eps: float | None = None  # use this eps instead of the requested one
+def _m(label: str, fix: str, kwargs: dict[str, Any], eps: float | None = None) -> Mistake:
+    """The mistake computing ``_variant(x, g, b, eps, **kwargs)``, with its own eps if given."""
+    return Mistake(label, fix, lambda x, g, b, e: _variant(x, g, b, e if eps is None else eps, **kwargs))
 
 
-def _mistakes(ndim: int, eps_passed: bool) -> list[_Mistake]:
+def _mistakes(ndim: int, eps_passed: bool) -> list[Mistake]:
     """Every classic mistake that can be told apart on an input with ``ndim`` axes."""
     eps_label = (
         "ignores the eps argument: the output matches eps={e:g} although the check passed another eps"
@@ -91,55 +89,51 @@ def _mistakes(ndim: int, eps_passed: bool) -> list[_Mistake]:
         else "wrong default eps: with eps not passed the output matches eps={e:g}, GPT-2 uses 1e-5"
     )
     out = [
-        _Mistake(
+        _m(
             "Bessel-corrected (unbiased) variance: divided by d - 1 instead of d",
             "GPT-2 uses the biased variance mean((x - u)^2); note torch.var/torch.std divide by d - 1 "
             "by default (use correction=0, or unbiased=False)",
             {"var": "unbiased"},
         ),
-        _Mistake(
+        _m(
             "eps outside the square root: (x - u) / (sqrt(var) + eps)",
             "add eps to the variance inside the root: (x - u) * rsqrt(var + eps)",
             {"eps_at": "outside"},
         ),
-        _Mistake(
+        _m(
             "divided by the variance instead of the standard deviation (forgot the square root)",
             "divide by sqrt(var + eps)",
             {"eps_at": "no-sqrt"},
         ),
-        _Mistake(
+        _m(
             "no mean subtraction: divided by the root mean square, which is RMSNorm, not LayerNorm",
             "subtract the mean u = x.mean(-1, keepdim=True) first and use the variance of x - u",
             {"center": "rms"},
         ),
-        _Mistake(
+        _m(
             "no mean subtraction: the variance is right but the output scales x instead of x - u",
             "normalize the centered input: (x - u) * rsqrt(var + eps)",
             {"center": "no"},
         ),
-        _Mistake(
+        _m(
             "forgot the affine gain g and bias b",
             "finish with y * g + b",
             {"affine": "none"},
         ),
-        _Mistake(
-            "forgot the bias b (applied only the gain g)", "finish with y * g + b", {"affine": "g only"}
-        ),
-        _Mistake(
-            "forgot the gain g (applied only the bias b)", "finish with y * g + b", {"affine": "b only"}
-        ),
-        _Mistake(
+        _m("forgot the bias b (applied only the gain g)", "finish with y * g + b", {"affine": "g only"}),
+        _m("forgot the gain g (applied only the bias b)", "finish with y * g + b", {"affine": "b only"}),
+        _m(
             "added b before multiplying by g: (y + b) * g",
             "scale first, then shift: y * g + b",
             {"affine": "(x+b)*g"},
         ),
-        _Mistake("swapped g and b: y * b + g", "g multiplies, b adds: y * g + b", {"affine": "x*b+g"}),
-        _Mistake(
+        _m("swapped g and b: y * b + g", "g multiplies, b adds: y * g + b", {"affine": "x*b+g"}),
+        _m(
             "reduced without keepdim=True, so the mean and variance broadcast along the wrong axis",
             "use x.mean(dim=-1, keepdim=True) (shape [..., 1]) for both statistics",
             {"keepdim": False},
         ),
-        _Mistake(
+        _m(
             "wrong axis: statistics over the whole tensor instead of over the last axis of each token",
             "reduce over dim=-1 only (the d features of one token), with keepdim=True",
             {"dims": tuple(range(ndim))},
@@ -148,7 +142,7 @@ def _mistakes(ndim: int, eps_passed: bool) -> list[_Mistake]:
     for k in range(ndim - 1):
         axis = "the token axis" if k == ndim - 2 else ("the batch axis" if k == 0 else f"axis {k}")
         out.append(
-            _Mistake(
+            _m(
                 f"wrong axis: statistics over dim {k} ({axis}) instead of the last axis (the features)",
                 "reduce over dim=-1 (the d features of one token), with keepdim=True",
                 {"dims": (k,)},
@@ -156,7 +150,7 @@ def _mistakes(ndim: int, eps_passed: bool) -> list[_Mistake]:
         )
     for e in (1e-5, 1e-6, 1e-8, 1e-12, 0.0):
         label = eps_label.format(e=e) if e else "no eps at all: divided by sqrt(var) alone"
-        out.append(_Mistake(label, "use the eps argument, default 1e-5: rsqrt(var + eps)", {}, eps=e))
+        out.append(_m(label, "use the eps argument, default 1e-5: rsqrt(var + eps)", {}, eps=e))
     return out
 
 
@@ -234,19 +228,6 @@ def _cases() -> list[_Case]:
     ]
 
 
-def _nearest(case: _Case, y: torch.Tensor, truth: torch.Tensor) -> tuple[_Mistake | None, bool]:
-    """The single mistake whose output is nearest the learner's, and whether it explains it."""
-    x, g, b = (t.double() for t in (case.x, case.g, case.b))
-    eps = 1e-5 if case.eps is None else case.eps
-    return nearest_mistake(  # a RuntimeError (keepdim=False not broadcasting) skips the mistake
-        _mistakes(x.ndim, case.eps is not None),
-        lambda m: _variant(x, g, b, eps if m.eps is None else m.eps, **m.kwargs),
-        y,
-        truth,
-        case.tol,
-    )
-
-
 def check_layer_norm(fn: Callable[..., Any]) -> None:
     """Check ``fn(x, g, b, eps=1e-5)`` is GPT-2's LayerNorm over the last axis.
 
@@ -261,58 +242,50 @@ def check_layer_norm(fn: Callable[..., Any]) -> None:
     """
     check = "check_layer_norm"
     for case in _cases():
-        kwargs = {} if case.eps is None else {"eps": case.eps}
-        x, g, b = case.x.clone(), case.g.clone(), case.b.clone()
-        out = call(check, fn, x, g, b, **kwargs)
-        require_unchanged(
+        out = call_on_copies(
             check,
-            ("x", "g", "b"),
+            fn,
             (case.x, case.g, case.b),
-            (x, g, b),
-            case.what,
-            "an in-place operation such as `x -= mean` or `x.sub_(...)`: compute new tensors instead",
+            names=("x", "g", "b"),
+            what=case.what,
+            kwargs={} if case.eps is None else {"eps": case.eps},
+            likely="an in-place operation such as `x -= mean` or `x.sub_(...)`: compute new tensors instead",
         )
-        y = as_tensor(check, out, case.x).detach().double()
         eps = 1e-5 if case.eps is None else case.eps
-        truth = _variant(case.x.double(), case.g.double(), case.b.double(), eps)
-        if close(y, truth, case.tol) and torch.isfinite(y).all():
-            continue
+        x, g, b = (t.double() for t in (case.x, case.g, case.b))
+        truth = _variant(x, g, b, eps)
         where = f"on {case.what}"
-        err = f"{float((y - truth).abs().max()):.3g}"  # "nan" when y has NaN
         if case.kind == "offset":
-            fail(
-                check,
-                f"{where}, your output "
-                + ("contains NaN" if torch.isnan(y).any() else f"is wrong (max error {err})")
-                + ", although it was right on every smaller input",
-                "one-pass variance cancels: E[x^2] - E[x]^2 subtracts two numbers near 1e8 in float32 "
-                "(spacing 8), so the variance is garbage (even negative: NaN). Compute the mean first, "
-                "then the mean of (x - u)^2 (two passes), as GPT-2 does",
-            )
-        mistake, explained = _nearest(case, y, truth)
-        if explained:
-            fail_mistake(
-                check,
-                f"{where}, your output differs from GPT-2's LayerNorm (max error {err})",
-                mistake.label,
-                mistake.fix,
-            )
-        if torch.isnan(y).any():
-            likely = (
-                "dividing by zero on the constant row: eps must be added to the variance, "
-                "inside the square root"
-                if case.kind == "constant"
-                else "a square root of a negative number or a division by zero"
-            )
-            fail(check, f"{where}, your output contains NaN", likely)
-        i = tuple(int(k) for k in torch.nonzero((y - truth).abs() == (y - truth).abs().max())[0])
-        fail(
+            y = as_tensor(check, out, case.x).detach().double()
+            if not (close(y, truth, case.tol) and torch.isfinite(y).all()):
+                fail(
+                    check,
+                    f"{where}, your output "
+                    + (
+                        "contains NaN"
+                        if torch.isnan(y).any()
+                        else f"is wrong (max error {rel_dist(y, truth):.3g})"
+                    )
+                    + ", although it was right on every smaller input",
+                    "one-pass variance cancels: E[x^2] - E[x]^2 subtracts two numbers near 1e8 in float32 "
+                    "(spacing 8), so the variance is garbage (even negative: NaN). Compute the mean first, "
+                    "then the mean of (x - u)^2 (two passes), as GPT-2 does",
+                )
+            continue
+        compare(
             check,
-            f"{where}, your output differs from GPT-2's LayerNorm by up to {err} "
-            f"(at index {i}: got {float(y[i]):.6g}, expected {float(truth[i]):.6g})",
-            "no single classic mistake explains it (maybe two at once"
-            + (f"; the nearest is: {mistake.label}" if mistake is not None else "")
-            + f"); compare each step with {_REFERENCE}",
+            where,
+            out,
+            truth,
+            case.tol,
+            _mistakes(x.ndim, case.eps is not None),
+            (x, g, b, eps),
+            formula=_REFERENCE,
+            differs="your output differs from GPT-2's LayerNorm",
+            nonfinite="dividing by zero on the constant row: eps must be added to the variance, "
+            "inside the square root"
+            if case.kind == "constant"
+            else "a square root of a negative number or a division by zero",
         )
     passed(
         check,
@@ -361,8 +334,8 @@ def _count(
     return total
 
 
-def _count_mistakes(config: GPT2Config) -> tuple[list[tuple[str, dict[str, Any]]], ...]:
-    """(single slips, pairs of slips): each a description and the ``_count`` keywords."""
+def _count_mistakes(config: GPT2Config) -> tuple[list[Mistake], list[Mistake]]:
+    """(single slips, pairs of slips), each a Mistake whose fn(config) is its count."""
     lnf = (
         "counted ln_f although this config has none (config.use_final_norm is False: final_norm=False, "
         "or post-norm, whose last sub-block already ends in a norm)"
@@ -398,7 +371,11 @@ def _count_mistakes(config: GPT2Config) -> tuple[list[tuple[str, dict[str, Any]]
         for (a, ka), (c, kc) in itertools.combinations(singles, 2)
         if not (set(ka) & set(kc))
     ]
-    return singles, pairs
+
+    def m(label: str, kw: dict[str, Any]) -> Mistake:
+        return Mistake(label, "", lambda c: _count(c, **kw))
+
+    return [m(*s) for s in singles], [m(*p) for p in pairs]
 
 
 def _describe(config: GPT2Config) -> str:
@@ -441,8 +418,8 @@ def check_layernorm_param_count(fn: Callable[[GPT2Config], Any], *, variants: bo
         if out == truth:
             continue
         singles, pairs = _count_mistakes(config)
-        names = [n for n, kw in singles if _count(config, **kw) == out][:1]
-        names = names or [n for n, kw in pairs if _count(config, **kw) == out]  # maybe several
+        names = [m.label for m in singles if m.fn(config) == out][:1]
+        names = names or [m.label for m in pairs if m.fn(config) == out]  # maybe several
         fail(
             check,
             f"for config {_describe(config)}: you counted {out:,}, "

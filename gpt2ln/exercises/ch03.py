@@ -12,18 +12,27 @@ reference implementation of every classic mistake it knows (``BACKWARD_MISTAKES`
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import torch
 
-from ._core import as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_tensor,
+    as_tuple,
+    call,
+    close,
+    fail,
+    fail_mistake,
+    nearest_mistake,
+    passed,
+)
 
 EPS = 1e-5
 TOL = 1e-8  # inputs are float64: a correct answer agrees to ~1e-15
 
-# name -> what it means; every name appears verbatim in the failure message it causes
-BACKWARD_MISTAKES: dict[str, str] = {
+# name -> its fix; every name appears verbatim in the failure message it causes
+_BACKWARD_FIXES: dict[str, str] = {
     "wrong sum axis": (
         "dg and db are sums over every leading axis (batch and time), one number per feature: "
         "shape (d,). Summing over the feature axis, or over only the first axis, is wrong."
@@ -61,7 +70,7 @@ BACKWARD_MISTAKES: dict[str, str] = {
     ),
 }
 
-JACOBIAN_MISTAKES: dict[str, str] = {
+_JACOBIAN_FIXES: dict[str, str] = {
     "forgot the 11ᵀ/d term": (
         "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d): the −11ᵀ/d part comes from subtracting the mean; "
         "without it J·1 ≠ 0, yet shifting every feature by the same amount changes nothing."
@@ -125,23 +134,26 @@ def _backward(
     return dx, dg, db
 
 
+def _flat(outs: Any) -> torch.Tensor:
+    """(dx, dg, db) or (J,) as one float64 vector, so one distance compares them all."""
+    return torch.cat([t.reshape(-1).double() for t in outs])
+
+
 def _diagnose(
-    check: str,
-    what: str,
-    outs: list[torch.Tensor],
-    make: Callable[[str], Any],
-    mistakes: dict[str, str],
-    first_wrong: int,
+    check: str, what: str, y: torch.Tensor, truth: torch.Tensor, mistakes: Any, args: tuple
 ) -> None:
-    """Fail naming the mistake whose reference matches the student's outputs (all, else the wrong one)."""
-    candidates = {name: make(name) for name in mistakes if name != "wrong sum axis"}
-    for name, ref in candidates.items():
-        if all(close(o, r, TOL) for o, r in zip(outs, ref, strict=True)):
-            fail(check, what, f"{name}: {mistakes[name]}")
-    for name, ref in candidates.items():
-        if close(outs[first_wrong], ref[first_wrong], TOL):
-            fail(check, what, f"{name}: {mistakes[name]}")
+    """Fail naming the mistake whose outputs (``m.fn(*args)``, flattened) are nearest y, or generically."""
+    best, explains = nearest_mistake(mistakes.values(), lambda m: _flat(m.fn(*args)), y, truth, TOL)
+    if best is not None and explains:
+        fail_mistake(check, what, best.label, best.fix)
     fail(check, what)
+
+
+# fn(dy, x, g, eps) -> (dx, dg, db) with that mistake; "wrong sum axis" is told by dg's shape
+BACKWARD_MISTAKES: dict[str, Mistake] = {
+    k: Mistake(k, v, lambda dy, x, g, eps, k=k: _backward(dy, x, g, eps, k))
+    for k, v in _BACKWARD_FIXES.items()
+}
 
 
 def _backward_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -169,24 +181,20 @@ def check_layer_norm_backward(fn: Callable[..., Any]) -> None:
     for label, dy, x, g in _backward_cases():
         d = x.shape[-1]
         out = call(check, fn, dy.clone(), x.clone(), g.clone(), eps=EPS)
-        if not isinstance(out, (tuple, list)) or len(out) != 3:
-            fail(check, f"expected a tuple (dx, dg, db), got {type(out).__name__}", "return dx, dg, db")
+        out = as_tuple(check, out, ("dx", "dg", "db"))
         dx = as_tensor(check, out[0], x, "dx")
         flat = torch.empty(d, dtype=x.dtype)
         for what, t in (("dg", out[1]), ("db", out[2])):
             shape = tuple(t.shape) if hasattr(t, "shape") else None
             if shape != (d,):
-                why = f"wrong sum axis: {BACKWARD_MISTAKES['wrong sum axis']}"
+                why = f"wrong sum axis: {_BACKWARD_FIXES['wrong sum axis']}"
                 fail(check, f"on {label}, {what} has shape {shape}, expected ({d},)", why)
         dg, db = as_tensor(check, out[1], flat, "dg"), as_tensor(check, out[2], flat, "db")
-        outs = [dx, dg, db]
-        refs = _backward(dy, x, g, EPS)
-        for i, what in enumerate(("dx", "dg", "db")):
-            if not close(outs[i], refs[i], TOL):
-                err = (outs[i] - refs[i]).abs().max().item()
-                make = partial(_backward, dy, x, g, EPS)  # make(mistake) -> (dx, dg, db)
-                what_failed = f"on {label}, {what} is off by up to {err:.3g}"
-                _diagnose(check, what_failed, outs, make, BACKWARD_MISTAKES, i)
+        outs, refs = (dx, dg, db), _backward(dy, x, g, EPS)
+        for o, r, what in zip(outs, refs, ("dx", "dg", "db"), strict=True):
+            if not close(o, r, TOL):
+                what_failed = f"on {label}, {what} is off by up to {(o - r).abs().max().item():.3g}"
+                _diagnose(check, what_failed, _flat(outs), _flat(refs), BACKWARD_MISTAKES, (dy, x, g, EPS))
     passed(check, "dx, dg and db match the reference on [2, 3, 8] and [5, 6] inputs, eps included")
 
 
@@ -207,8 +215,9 @@ def _jacobian(x: torch.Tensor, eps: float, mistake: str | None = None) -> torch.
     return scale * (eye - ones - outer)
 
 
-def _jacobian_outs(x: torch.Tensor, eps: float, mistake: str) -> tuple[torch.Tensor]:
-    return (_jacobian(x, eps, mistake),)
+JACOBIAN_MISTAKES: dict[str, Mistake] = {
+    k: Mistake(k, v, lambda x, eps, k=k: (_jacobian(x, eps, k),)) for k, v in _JACOBIAN_FIXES.items()
+}
 
 
 def check_ln_jacobian(fn: Callable[..., Any]) -> None:
@@ -227,6 +236,6 @@ def check_ln_jacobian(fn: Callable[..., Any]) -> None:
         got = as_tensor(check, call(check, fn, x.clone()), want, "J")
         if not close(got, want, TOL):
             err = (got - want).abs().max().item()
-            make = partial(_jacobian_outs, x, EPS)  # make(mistake) -> (J,)
-            _diagnose(check, f"on {label}, J is off by up to {err:.3g}", [got], make, JACOBIAN_MISTAKES, 0)
+            what = f"on {label}, J is off by up to {err:.3g}"
+            _diagnose(check, what, _flat([got]), _flat([want]), JACOBIAN_MISTAKES, (x, EPS))
     passed(check, "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d) on tokens of width 8 and 5, eps included")

@@ -13,18 +13,21 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from ._core import (
     Mistake,
     as_tensor,
-    call,
+    as_tuple,
+    call_on_copies,
     close,
+    compare,
     divide_by_root,
     fail,
     fail_mistake,
@@ -32,7 +35,6 @@ from ._core import (
     passed,
     random_rows,
     rel_dist,
-    require_unchanged,
 )
 
 __all__ = ["check_center_writing_weights", "check_rms_norm", "check_rms_to_layer_norm"]
@@ -60,17 +62,6 @@ def _set_rms(x: torch.Tensor, rms: float) -> torch.Tensor:
     return x * (rms / x.pow(2).mean().sqrt())
 
 
-def _diagnose(
-    mistakes: list[Mistake], case: _Case, eps: float, y: torch.Tensor, truth: torch.Tensor
-) -> Mistake | None:
-    """The mistake whose output is nearest the learner's, if it explains it."""
-    x, g = case.x.double(), case.g.double()
-    b = None if case.b is None else case.b.double()
-    # A RuntimeError (e.g. keepdim=False not broadcasting on this shape) skips the mistake.
-    best, explained = nearest_mistake(mistakes, lambda m: m.fn(x, g, b, eps), y, truth, case.tol)
-    return best if explained else None
-
-
 def _run_cases(
     check: str,
     fn: Callable[..., Any],
@@ -79,45 +70,34 @@ def _run_cases(
     mistakes: Callable[[_Case], list[Mistake]],
     default_eps: float,
     formula: str,
+    mode: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> None:
-    """Call fn on every case; fail naming the matching mistake, or generically."""
+    """Call fn (inside ``mode()``) on every case; fail naming the matching mistake, or generically."""
     for case in cases:
-        kwargs = {} if case.eps is None else {"eps": case.eps}
-        args = [case.x.clone(), case.g.clone()] + ([] if case.b is None else [case.b.clone()])
-        out = call(check, fn, *args, **kwargs)
-        originals = [case.x, case.g] + ([] if case.b is None else [case.b])
-        require_unchanged(
-            check,
-            ("x", "g", "b")[: len(args)],
-            originals,
-            args,
-            case.what,
-            "an in-place operation such as `x /= rms` or `x.mul_(...)`: compute new tensors instead",
-        )
-        y = as_tensor(check, out, case.x).detach().double()
-        eps = default_eps if case.eps is None else case.eps
-        b = None if case.b is None else case.b.double()
-        truth = reference(case.x.double(), case.g.double(), b, eps)
-        if close(y, truth, case.tol) and torch.isfinite(y).all():
-            continue
-        where = f"on {case.what}"
-        mistake = _diagnose(mistakes(case), case, eps, y, truth)
-        if mistake is not None:
-            fail_mistake(
+        args = (case.x, case.g) + (() if case.b is None else (case.b,))
+        with mode():
+            out = call_on_copies(
                 check,
-                f"{where}, your output differs from the reference (max error {rel_dist(y, truth):.3g})",
-                mistake.label,
-                mistake.fix,
+                fn,
+                args,
+                names=("x", "g", "b")[: len(args)],
+                what=case.what,
+                kwargs={} if case.eps is None else {"eps": case.eps},
+                likely="an in-place operation such as `x /= rms` or `x.mul_(...)`: compute new tensors",
             )
-        if not torch.isfinite(y).all():
-            fail(check, f"{where}, your output contains NaN or inf", "a division by zero: where is eps?")
-        diff = (y - truth).abs()
-        i = tuple(int(k) for k in torch.nonzero(diff == diff.max())[0])
-        fail(
+        eps = default_eps if case.eps is None else case.eps
+        x, g, b = (None if t is None else t.double() for t in (case.x, case.g, case.b))
+        truth = reference(x, g, b, eps)
+        compare(
             check,
-            f"{where}, your output differs from the reference by up to {rel_dist(y, truth):.3g} "
-            f"(at index {i}: got {float(y[i]):.6g}, expected {float(truth[i]):.6g})",
-            f"no single classic mistake explains it (maybe two at once); compare each step with {formula}",
+            f"on {case.what}",
+            out,
+            truth,
+            case.tol,
+            mistakes(case),
+            (x, g, b, eps),
+            formula=formula,
+            nonfinite="a division by zero: where is eps?",
         )
 
 
@@ -451,38 +431,36 @@ class UsedLayerNormError(RuntimeError):
     """Raised when an exercise that must avoid LayerNorm calls a LayerNorm function."""
 
 
-@contextlib.contextmanager
-def _no_layer_norm() -> Iterator[None]:
-    """Make torch's and gpt2ln's layer_norm raise while the learner's function runs."""
-    from .. import norms
+class _RefuseLayerNorm(TorchFunctionMode):
+    """While active (around the learner's call only), torch's and gpt2ln's LayerNorm raise.
 
-    package = sys.modules[__name__.split(".")[0]]
-    targets = [
-        (F, "layer_norm", "torch.nn.functional.layer_norm"),
-        (torch, "layer_norm", "torch.layer_norm"),
-        (torch, "native_layer_norm", "torch.native_layer_norm"),
-        (norms, "layer_norm", "gpt2ln.layer_norm"),
-        (package, "layer_norm", "gpt2ln.layer_norm"),
-    ]
-    saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in targets if hasattr(mod, attr)]
+    Sees every torch function called: ``F.layer_norm``, ``torch.layer_norm`` and
+    ``torch.native_layer_norm`` (which torch's and gpt2ln's fast LayerNorm modules use) by
+    name, and gpt2ln's own ``layer_norm`` (plain tensor arithmetic) by its frame on the stack.
+    Nothing is patched.
+    """
 
-    def refuse(name: str) -> Callable[..., Any]:
-        def f(*args: Any, **kwargs: Any) -> Any:
+    _FUNCS: ClassVar[dict[Any, str]] = {
+        F.layer_norm: "F.layer_norm",
+        torch.layer_norm: "torch.layer_norm",
+        torch.native_layer_norm: "torch.native_layer_norm",
+    }
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from .. import norms
+
+        name = self._FUNCS.get(func)
+        frame = sys._getframe(1)
+        while name is None and frame is not None:
+            if frame.f_code in (norms.layer_norm.__code__, norms.LayerNorm.forward.__code__):
+                name = "gpt2ln.layer_norm"
+            frame = frame.f_back
+        if name is not None:
             raise UsedLayerNormError(
                 f"you called {name} (or a LayerNorm module); this exercise asks for LayerNorm "
                 "built from rms_norm only"
             )
-
-        return f
-
-    try:
-        for mod, attr, name in targets:
-            if hasattr(mod, attr):
-                setattr(mod, attr, refuse(name))
-        yield
-    finally:
-        for mod, attr, orig in saved:
-            setattr(mod, attr, orig)
+        return func(*args, **(kwargs or {}))
 
 
 def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
@@ -490,16 +468,16 @@ def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
 
     x: ``[..., d]``; g, b: ``[d]``; returns ``[..., d]``. LayerNorm is RMSNorm of the
     centred input plus a bias: ``rms_norm(x - mean(x), g, eps) + b``. While ``fn``
-    runs, torch's and gpt2ln's ``layer_norm`` raise. Inputs include a near-constant
-    token (variance ~ eps), where the eps matters, and ``eps=1e-2`` passed by keyword.
+    runs, torch's and gpt2ln's ``layer_norm`` raise (a function mode scoped to the call).
+    Inputs include a near-constant token (variance ~ eps), where the eps matters, and
+    ``eps=1e-2`` passed by keyword.
     A wrong output names the mistake it matches (forgot to centre, centred after
     normalizing, bias before gain, missing bias or gain, rms_norm's default eps,
     ignored eps, wrong axis).
     """
     check = "check_rms_to_layer_norm"
     cases = _ln_cases()
-    with _no_layer_norm():
-        _run_cases(check, fn, cases, _ln_reference, _ln_mistakes, 1e-5, _LN_FORMULA)
+    _run_cases(check, fn, cases, _ln_reference, _ln_mistakes, 1e-5, _LN_FORMULA, _RefuseLayerNorm)
     passed(
         check,
         f"equals F.layer_norm on {len(cases)} inputs (float32/float64, a near-constant token, eps=1e-2), "
@@ -508,36 +486,33 @@ def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
 
 
 # ---------------------------------------------------------------------------- centring writing weights
-def _centre_variants(W: torch.Tensor, b: torch.Tensor) -> list[tuple[str, str, torch.Tensor, torch.Tensor]]:
-    """(label, fix, W', b') for the classic slips. W: ``[d_in, d]``, b: ``[d]``."""
-    right_W = W - W.mean(dim=1, keepdim=True)
-    right_b = b - b.mean()
+def _centre_mistakes() -> list[Mistake]:
+    """Each slip (and each pair of a W slip with the bias slip): fn(W, b) -> [W_c.flatten(); b_c]."""
     fix_W = "subtract from each row of W its mean over the d output features: W - W.mean(dim=1, keepdim=True)"
-    fix_b = "centre the bias too: b - b.mean()"
     Ws = [
-        ("did not centre W", fix_W, W),
+        ("did not centre W", lambda W: W),
         (
             "centred W over the wrong axis (the d_in input axis, dim 0) instead of the d output features",
-            fix_W,
-            W - W.mean(dim=0, keepdim=True),
+            lambda W: W - W.mean(dim=0, keepdim=True),
         ),
         (
             "subtracted one overall mean of W (W - W.mean()), which does not zero each row's mean",
-            fix_W,
-            W - W.mean(),
+            lambda W: W - W.mean(),
         ),
-        ("", "", right_W),
+        ("", lambda W: W - W.mean(dim=1, keepdim=True)),
     ]
-    bs = [("did not centre the bias b", fix_b, b), ("", "", right_b)]
-    out = []
-    for lw, fw, Wv in Ws:
-        for lb, fb, bv in bs:
-            if not lw and not lb:
-                continue
-            label = " and ".join(s for s in (lw, lb) if s)
-            fix = "; ".join(s for s in (fw, fb) if s)
-            out.append((label, fix, Wv, bv))
-    return out
+    bs = [("did not centre the bias b", lambda b: b), ("", lambda b: b - b.mean())]
+    fix_b = "centre the bias too: b - b.mean()"
+    return [
+        Mistake(
+            " and ".join(s for s in (lw, lb) if s),
+            "; ".join(s for s in (fix_W if lw else "", fix_b if lb else "") if s),
+            lambda W, b, fw=fw, fb=fb: torch.cat([fw(W).flatten(), fb(b)]),
+        )
+        for lw, fw in Ws
+        for lb, fb in bs
+        if lw or lb
+    ]
 
 
 def check_center_writing_weights(fn: Callable[..., Any]) -> None:
@@ -562,42 +537,28 @@ def check_center_writing_weights(fn: Callable[..., Any]) -> None:
         x = torch.randn(2, 5, d_in, generator=gen, dtype=torch.float64)
         g = _gain(gen, d)
         beta = 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
-        W_in, b_in = W.clone(), b.clone()
-        out = call(check, fn, W_in, b_in)
         what = f"W of shape [{d_in}, {d}] ([d_in, d]), b of shape [{d}], float64"
-        if not torch.equal(W_in, W) or not torch.equal(b_in, b):
-            fail(
-                check,
-                f"your function changed W or b in place, on {what}",
-                "an in-place operation such as `W -= ...`: return new tensors",
-            )
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            fail(
-                check,
-                f"expected a pair (W_c, b_c), got {type(out).__name__}",
-                "a missing `return W_c, b_c`?" if out is None else "return both: `return W_c, b_c`",
-            )
+        out = call_on_copies(check, fn, (W, b), names=("W", "b"), what=what, likely="return new tensors")
+        out = as_tuple(check, out, ("W_c", "b_c"))
         W_c = as_tensor(check, out[0], W, "W_c").detach().double()
         b_c = as_tensor(check, out[1], b, "b_c").detach().double()
         want = F.layer_norm(x @ W + b, (d,), g, beta, 1e-5)
         got = _rms(x @ W_c + b_c, g, 1e-5) + beta
         if close(got, want, 1e-7):
             continue
-        for label, fix, Wm, bm in _centre_variants(W, b):
-            if close(W_c, Wm, 1e-9) and close(b_c, bm, 1e-9):
-                fail_mistake(
-                    check,
-                    f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) "
-                    f"(max error {rel_dist(got, want):.3g})",
-                    label,
-                    fix,
-                )
+        failed = (
+            f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) by up to "
+            f"{rel_dist(got, want):.3g}"
+        )
+        y = torch.cat([W_c.flatten(), b_c])
+        truth = torch.cat([(W - W.mean(dim=1, keepdim=True)).flatten(), b - b.mean()])
+        best, explains = nearest_mistake(_centre_mistakes(), lambda m, a=(W, b): m.fn(*a), y, truth, 1e-9)
+        if best is not None and explains:
+            fail_mistake(check, failed, best.label, best.fix)
         mean = (x @ W_c + b_c).mean(dim=-1).abs().max()
         fail(
             check,
-            f"on {what}, rms_norm(x @ W_c + b_c) + beta differs from layer_norm(x @ W + b) by up to "
-            f"{rel_dist(got, want):.3g}; the outputs x @ W_c + b_c have per-token means up to "
-            f"{float(mean):.3g}",
+            f"{failed}; the outputs x @ W_c + b_c have per-token means up to {float(mean):.3g}",
             "every output x @ W_c + b_c must have zero mean over its d features, for every x, "
             "and keep the same centred part as x @ W + b",
         )

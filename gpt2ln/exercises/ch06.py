@@ -21,26 +21,15 @@ from ._core import (
     Mistake,
     as_tensor,
     call,
+    call_on_copies,
     close,
+    compare,
     fail,
-    fail_mistake,
-    nearest_mistake,
     passed,
     require_unchanged,
 )
 
 __all__ = ["check_causal_attention", "check_gelu"]
-
-
-def _nearest(
-    mistakes: list[Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
-) -> Mistake | None:
-    """The mistake whose output (on args) is nearest y, if it explains y; else None.
-
-    A mistake that raises RuntimeError cannot even run on this input, and is skipped.
-    """
-    best, explained = nearest_mistake(mistakes, lambda m: m.fn(*args), y, truth, tol)
-    return best if explained else None
 
 
 _IN_PLACE = "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead"
@@ -262,30 +251,17 @@ def check_causal_attention(fn: Callable[..., Any]) -> None:
                 )
             out = call(check, fn, *args, H)  # reports the exception in a sentence
         require_unchanged(check, names, list(tensors), args, case.what, _IN_PLACE)
-        truth = _attention(*(t.double() for t in tensors), H)
-        y = as_tensor(check, out, truth).detach().double()
-        if close(y, truth, case.tol) and torch.isfinite(y).all():
-            continue
-        err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
-        mistake = _nearest(mistakes, (*(t.double() for t in tensors), H), y, truth, case.tol)
-        if mistake is not None:
-            fail_mistake(
-                check,
-                f"on {case.what}, your output differs from the reference (max abs error {err:.3g})",
-                mistake.label,
-                mistake.fix,
-            )
-        if not torch.isfinite(y).all():
-            fail(
-                check,
-                f"on {case.what}, your output contains NaN or inf",
-                "a row of the softmax with every score -inf? (mask only the keys j > i)",
-            )
-        fail(
+        d64 = (*(t.double() for t in tensors), H)
+        compare(
             check,
-            f"on {case.what}, your output differs from the reference by up to {err:.3g} (absolute)",
-            f"no single classic mistake explains it (maybe two at once, or n_head ignored); "
-            f"compare each step with: {_ATTN_FORMULA}",
+            f"on {case.what}",
+            out,
+            _attention(*d64),
+            case.tol,
+            mistakes,
+            d64,
+            formula=_ATTN_FORMULA,
+            nonfinite="a row of the softmax with every score -inf? (mask only the keys j > i)",
         )
     passed(check, "matches GPT-2's causal self-attention on 3 inputs (2-4 heads, float32/float64)")
 
@@ -387,43 +363,20 @@ def check_gelu(fn: Callable[..., Any]) -> None:
     check = "check_gelu"
     mistakes = _gelu_mistakes()
     for what, x, tol in _gelu_cases():
-        arg = x.clone()
-        out = call(check, fn, arg)
-        require_unchanged(check, ("x",), [x], [arg], what, _IN_PLACE)
+        out = call_on_copies(check, fn, (x,), names=("x",), what=what, likely=_IN_PLACE)
         truth = _gelu(x.double())
         y = as_tensor(check, out, truth).detach().double()
-        if close(y, truth, tol) and torch.isfinite(y).all():
-            continue
         if not torch.isfinite(y).all():
-            bad = x[~torch.isfinite(y)].flatten()[:3].tolist()
             fail(
                 check,
-                f"on {what}, your output contains NaN or inf (at x = {bad})",
+                f"on {what}, your output contains NaN or inf (at x = {x[~torch.isfinite(y)][:3].tolist()})",
                 "tanh written with exp overflows for large |x| (exp(2z) = inf, inf / inf = NaN): "
                 "use torch.tanh",
             )
-        err = float((y - truth).abs().max())  # absolute, as the chapter reports errors
-        mistake = _nearest(mistakes, (x.double(),), y, truth, tol)
-        if mistake is not None:
-            fail_mistake(
-                check,
-                f"on {what}, your output differs from the reference (max abs error {err:.3g})",
-                mistake.label,
-                mistake.fix,
-            )
-        diff = (y - truth).abs()
-        i = int(diff.flatten().argmax())
-        hint = (
-            "close but not exact: compute sqrt(2/pi) as math.sqrt(2 / math.pi) (not a rounded "
-            "literal) and use 0.044715"
-            if err < 1e-4
-            else f"no single classic mistake explains it; compare with {_GELU_FORMULA}"
+        near = (
+            "close but not exact: compute sqrt(2/pi) as math.sqrt(2 / math.pi) (not a rounded literal) "
+            "and use 0.044715"
         )
-        fail(
-            check,
-            f"on {what}, your output differs from the reference by up to {err:.3g} (absolute) "
-            f"(at x = {float(x.flatten()[i]):.6g}: got {float(y.flatten()[i]):.8g}, "
-            f"expected {float(truth.flatten()[i]):.8g})",
-            hint,
-        )
+        hint = near if float((y - truth).abs().max()) < 1e-4 else None
+        compare(check, f"on {what}", y, truth, tol, mistakes, (x.double(),), formula=_GELU_FORMULA, hint=hint)
     passed(check, f"matches {_GELU_FORMULA} on 3 inputs (float64 grid over [-8, 8], float32, |x| up to 100)")

@@ -1,135 +1,56 @@
 """Checks for chapter 7 (pre-norm versus post-norm).
 
-``check_post_norm_block(fn)`` runs the learner's ``fn(x, attn, mlp, ln_1, ln_2) -> y``,
-the post-norm (original Transformer / GPT-1) block written from its four sub-layers,
-against ``gpt2ln.Block`` with ``norm_position="post"`` on the same weights, and names
-the classic mistake a wrong output matches (pre-norm, no residual, normalizing only
-the sub-layer's output as OLMo-2 and Peri-LN do, ...). ``check_lr_schedule(fn)``
-checks ``fn(step, steps, lr, warmup, min_lr)``, linear warm-up then cosine decay,
-against ``gpt2ln.train.lr_at``.
+``check_post_norm_block(fn)`` and ``check_pre_norm_block(fn)`` run the learner's
+``fn(x, attn, mlp, ln_1, ln_2) -> y``, a block written from its four sub-layers, against
+``gpt2ln.Block`` with ``norm_position="post"`` (the original Transformer / GPT-1) or
+``"pre"`` (GPT-2) on the same random weights, and name the classic mistake a wrong output
+matches. ``check_lr_schedule(fn)`` checks ``fn(step, steps, lr, warmup, min_lr)``, linear
+warm-up then cosine decay, against ``gpt2ln.train.lr_at``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ..blocks import Block
 from ..config import GPT2Config
 from ..train import TrainConfig, lr_at
 from ._core import (
     Mistake,
-    as_tensor,
+    as_float,
     call,
-    close,
+    call_on_copies,
+    compare,
     fail,
     fail_mistake,
     passed,
-    rel_dist,
-    require_unchanged,
 )
 
-__all__ = ["check_lr_schedule", "check_post_norm_block"]
-
-SubLayer = Callable[[torch.Tensor], torch.Tensor]
+__all__ = ["check_lr_schedule", "check_post_norm_block", "check_pre_norm_block"]
 
 
-# ------------------------------------------------------------------------------- post-norm block
-_POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
+# ------------------------------------------------------------------------------------- blocks
+def _tensor(out: Any) -> torch.Tensor:
+    """A module's output as one tensor (the package's attention and Block once returned (y, cache))."""
+    return out[0] if isinstance(out, tuple) else out
 
 
-def _post(x, attn, mlp, ln_1, ln_2):
-    h = ln_1(x + attn(x))
-    return ln_2(h + mlp(h))
+class _Sub(nn.Module):
+    """A sub-layer of a ``gpt2ln.Block`` as a module ``[B, T, d] -> [B, T, d]``."""
 
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
 
-def _block_mistakes() -> list[Mistake]:
-    def pre(x, attn, mlp, ln_1, ln_2):
-        h = x + attn(ln_1(x))
-        return h + mlp(ln_2(h))
-
-    def no_residual(x, attn, mlp, ln_1, ln_2):
-        h = ln_1(attn(x))
-        return ln_2(mlp(h))
-
-    def output_norm(x, attn, mlp, ln_1, ln_2):
-        h = x + ln_1(attn(x))
-        return h + ln_2(mlp(h))
-
-    def swapped(x, attn, mlp, ln_1, ln_2):
-        return _post(x, attn, mlp, ln_2, ln_1)
-
-    def mlp_reads_x(x, attn, mlp, ln_1, ln_2):
-        h = ln_1(x + attn(x))
-        return ln_2(h + mlp(x))
-
-    def residual_from_x(x, attn, mlp, ln_1, ln_2):
-        h = ln_1(x + attn(x))
-        return ln_2(x + mlp(h))
-
-    def parallel(x, attn, mlp, ln_1, ln_2):
-        return ln_2(x + attn(x) + mlp(x))
-
-    def half(x, attn, mlp, ln_1, ln_2):
-        return ln_1(x + attn(x))
-
-    def no_second_norm(x, attn, mlp, ln_1, ln_2):
-        h = ln_1(x + attn(x))
-        return h + mlp(h)
-
-    fix = f"post-norm normalizes the sum, after the residual addition: {_POST_FORMULA}"
-    return [
-        Mistake(
-            "normalized before adding: x + attn(ln_1(x)) is pre-norm (GPT-2's block), not post-norm",
-            fix,
-            pre,
-        ),
-        Mistake(
-            "forgot the residual: ln_1(attn(x)) drops the x + ... of each sub-layer",
-            "add the sub-layer's input back before the norm: ln_1(x + attn(x))",
-            no_residual,
-        ),
-        Mistake(
-            "applied ln to the sub-layer output only: x + ln_1(attn(x)) is the output norm of "
-            "OLMo-2 (and half of Peri-LN), not post-norm",
-            fix,
-            output_norm,
-        ),
-        Mistake(
-            "swapped ln_1 and ln_2: ln_1 belongs to the attention half, ln_2 to the MLP half",
-            fix,
-            swapped,
-        ),
-        Mistake(
-            "the MLP reads the block input x instead of h = ln_1(x + attn(x))",
-            "the second half works on the first half's output: ln_2(h + mlp(h))",
-            mlp_reads_x,
-        ),
-        Mistake(
-            "the second residual adds the block input x instead of h: ln_2(x + mlp(h))",
-            "the residual of the MLP half is its own input h: ln_2(h + mlp(h))",
-            residual_from_x,
-        ),
-        Mistake(
-            "parallel block: attention and MLP both read x and one norm follows their sum",
-            f"the two halves run one after the other: {_POST_FORMULA}",
-            parallel,
-        ),
-        Mistake(
-            "forgot the MLP half: returned h = ln_1(x + attn(x))",
-            f"finish with y = ln_2(h + mlp(h)); the block is {_POST_FORMULA}",
-            half,
-        ),
-        Mistake(
-            "forgot the second norm: h + mlp(h) without ln_2",
-            "each sub-layer's sum is normalized: y = ln_2(h + mlp(h))",
-            no_second_norm,
-        ),
-    ]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _tensor(self.module(x))
 
 
 @dataclass
@@ -139,18 +60,22 @@ class _BlockCase:
     block: Block
     tol: float
 
-    def sublayers(self) -> tuple[SubLayer, SubLayer, SubLayer, SubLayer]:
-        """attn, mlp, ln_1, ln_2 as plain functions ``[B, T, d] -> [B, T, d]``."""
+    def sublayers(self, *extra: str) -> tuple[nn.Module, ...]:
+        """attn, mlp, ln_1, ln_2 (then the ``extra`` norms by name) as modules ``[B, T, d] -> [B, T, d]``."""
         b = self.block
+        return (_Sub(b.attn), b.mlp, b.ln_1, b.ln_2, *(getattr(b, n) for n in extra))
 
-        def attn(x: torch.Tensor) -> torch.Tensor:
-            return b.attn(x)[0]
-
-        return attn, b.mlp, b.ln_1, b.ln_2
+    def truth(self) -> torch.Tensor:
+        with torch.no_grad():
+            return _tensor(self.block(self.x))
 
 
 def _block_cases(position: str = "post") -> list[_BlockCase]:
-    """Two blocks with ``norm_position=position``, random weights and norm gains, and their inputs."""
+    """Two blocks with ``norm_position=position``, random weights and norm gains, and their inputs.
+
+    Every parameter is drawn anew (seeded), so ln_1's gain and bias differ from ln_2's and
+    each classic mistake gives its own output.
+    """
     gen = torch.Generator().manual_seed(7)
 
     def case(what: str, B: int, T: int, d: int, H: int, dtype: torch.dtype, tol: float) -> _BlockCase:
@@ -160,7 +85,7 @@ def _block_cases(position: str = "post") -> list[_BlockCase]:
             for name, p in block.named_parameters():
                 if name.endswith("weight") and p.ndim == 2:  # sub-layers as large as x itself
                     p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-                elif name.startswith("ln_") and name.endswith("weight"):  # ln_1 and ln_2 told apart
+                elif name.startswith("ln_") and name.endswith("weight"):  # the norms told apart
                     p.copy_(1.0 + 0.5 * torch.randn(p.shape, generator=gen))
                 else:
                     p.copy_(0.3 * torch.randn(p.shape, generator=gen))
@@ -173,10 +98,104 @@ def _block_cases(position: str = "post") -> list[_BlockCase]:
     ]
 
 
+def _check_block(
+    check: str, fn: Callable[..., Any], position: str, mistakes: Sequence[Mistake], formula: str, extra=()
+) -> None:
+    """Run fn(x, *sub-layers) on each block case and compare with ``Block(norm_position=position)``."""
+    for case in _block_cases(position):
+        args = (case.x, *case.sublayers(*extra))
+        names = ("x", "attn", "mlp", "ln_1", "ln_2", *extra)
+        with torch.no_grad():
+            out = call_on_copies(
+                check,
+                fn,
+                args,
+                names=names,
+                what=case.what,
+                likely="an in-place operation such as `x += attn(x)`: write `x = x + attn(x)` (a new tensor)",
+            )
+        truth = case.truth()
+        if hasattr(out, "shape") and tuple(out.shape) != tuple(truth.shape):
+            fail(
+                check,
+                f"on {case.what}, your output has shape {tuple(out.shape)}, expected {tuple(truth.shape)}",
+                "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
+            )
+        ref = f"your output differs from the {position}-norm block"
+        compare(check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=formula, differs=ref)
+    passed(check, f"matches gpt2ln.Block(norm_position={position!r}), {formula}, on 2 inputs")
+
+
+def _post(x, attn, mlp, ln_1, ln_2):
+    h = ln_1(x + attn(x))
+    return ln_2(h + mlp(h))
+
+
+def _pre(x, attn, mlp, ln_1, ln_2):
+    h = x + attn(ln_1(x))
+    return h + mlp(ln_2(h))
+
+
+_POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
+_PRE_FORMULA = "h = x + attn(ln_1(x)); y = h + mlp(ln_2(h))"
+
+
+def _post_mistakes() -> list[Mistake]:
+    fix = f"post-norm normalizes the sum, after the residual addition: {_POST_FORMULA}"
+    return [
+        Mistake(
+            "normalized before adding: x + attn(ln_1(x)) is pre-norm (GPT-2's block), not post-norm",
+            fix,
+            _pre,
+        ),
+        Mistake(
+            "forgot the residual: ln_1(attn(x)) drops the x + ... of each sub-layer",
+            "add the sub-layer's input back before the norm: ln_1(x + attn(x))",
+            lambda x, a, m, l1, l2: l2(m(l1(a(x)))),
+        ),
+        Mistake(
+            "applied ln to the sub-layer output only: x + ln_1(attn(x)) is the output norm of "
+            "OLMo-2 (and half of Peri-LN), not post-norm",
+            fix,
+            lambda x, a, m, l1, l2: (lambda h: h + l2(m(h)))(x + l1(a(x))),
+        ),
+        Mistake(
+            "swapped ln_1 and ln_2: ln_1 belongs to the attention half, ln_2 to the MLP half",
+            fix,
+            lambda x, a, m, l1, l2: _post(x, a, m, l2, l1),
+        ),
+        Mistake(
+            "the MLP reads the block input x instead of h = ln_1(x + attn(x))",
+            "the second half works on the first half's output: ln_2(h + mlp(h))",
+            lambda x, a, m, l1, l2: l2(l1(x + a(x)) + m(x)),
+        ),
+        Mistake(
+            "the second residual adds the block input x instead of h: ln_2(x + mlp(h))",
+            "the residual of the MLP half is its own input h: ln_2(h + mlp(h))",
+            lambda x, a, m, l1, l2: l2(x + m(l1(x + a(x)))),
+        ),
+        Mistake(
+            "parallel block: attention and MLP both read x and one norm follows their sum",
+            f"the two halves run one after the other: {_POST_FORMULA}",
+            lambda x, a, m, l1, l2: l2(x + a(x) + m(x)),
+        ),
+        Mistake(
+            "forgot the MLP half: returned h = ln_1(x + attn(x))",
+            f"finish with y = ln_2(h + mlp(h)); the block is {_POST_FORMULA}",
+            lambda x, a, m, l1, l2: l1(x + a(x)),
+        ),
+        Mistake(
+            "forgot the second norm: h + mlp(h) without ln_2",
+            "each sub-layer's sum is normalized: y = ln_2(h + mlp(h))",
+            lambda x, a, m, l1, l2: (lambda h: h + m(h))(l1(x + a(x))),
+        ),
+    ]
+
+
 def check_post_norm_block(fn: Callable[..., Any]) -> None:
     """Check ``fn(x, attn, mlp, ln_1, ln_2)`` is the post-norm block.
 
-    x: ``[B, T, d]``; ``attn``, ``mlp``, ``ln_1``, ``ln_2``: functions
+    x: ``[B, T, d]``; ``attn``, ``mlp``, ``ln_1``, ``ln_2``: modules
     ``[B, T, d] -> [B, T, d]`` (the sub-layers of a ``gpt2ln.Block`` with random
     weights, norm gains and biases); returns ``[B, T, d]``, which must equal
     ``ln_2(h + mlp(h))`` with ``h = ln_1(x + attn(x))``, i.e. ``Block`` with
@@ -185,53 +204,100 @@ def check_post_norm_block(fn: Callable[..., Any]) -> None:
     (OLMo-2 / Peri-LN style), norms swapped, the MLP reading x, a parallel block, a
     missing half or norm.
     """
-    check = "check_post_norm_block"
-    mistakes = _block_mistakes()
-    for case in _block_cases():
-        attn, mlp, ln_1, ln_2 = case.sublayers()
-        x = case.x.clone()
-        with torch.no_grad():
-            out = call(check, fn, x, attn, mlp, ln_1, ln_2)
-            truth = case.block(case.x)[0]
-        require_unchanged(
-            check,
-            ("x",),
-            (case.x,),
-            (x,),
-            case.what,
-            "an in-place operation such as `x += attn(x)`: write `x = x + attn(x)` (a new tensor)",
-        )
-        shape = tuple(getattr(out, "shape", ()))
-        if hasattr(out, "shape") and shape != tuple(truth.shape):
-            fail(
-                check,
-                f"on {case.what}, your output has shape {shape}, expected {tuple(truth.shape)}",
-                "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
-            )
-        y = as_tensor(check, out, truth).detach()
-        if close(y.double(), truth.double(), case.tol):
-            continue
-        best, best_d = None, math.inf
-        for m in mistakes:
-            with torch.no_grad():
-                ref = m.fn(case.x, attn, mlp, ln_1, ln_2)
-            d = rel_dist(y.double(), ref.double())
-            if d < best_d:
-                best, best_d = m, d
-        err = float((y.double() - truth.double()).abs().max())
-        if best is not None and best_d <= 10 * case.tol:
-            fail_mistake(
-                check,
-                f"on {case.what}, your output differs from the post-norm block by up to {err:.3g}",
-                best.label,
-                best.fix,
-            )
-        fail(
-            check,
-            f"on {case.what}, your output differs from the post-norm block by up to {err:.3g}",
-            f"no single classic mistake explains it; compare with {_POST_FORMULA}",
-        )
-    passed(check, f"matches gpt2ln.Block(norm_position='post'), {_POST_FORMULA}, on 2 inputs")
+    _check_block("check_post_norm_block", fn, "post", _post_mistakes(), _POST_FORMULA)
+
+
+def _pre_mistakes() -> list[Mistake]:
+    fix = f"normalize only the sub-layer's input, and add its output to the stream: {_PRE_FORMULA}"
+    ln_f = "added a final norm (ln_f) inside the block: GPT-2 applies ln_f once, after the last block"
+    ln_f_fix = f"return the stream itself, h + mlp(ln_2(h)); the block is {_PRE_FORMULA}"
+    return [
+        Mistake(
+            "normalized after the residual addition: ln_1(x + attn(x)) is post-norm (the original "
+            "Transformer's block), not GPT-2's pre-norm",
+            fix,
+            _post,
+        ),
+        Mistake(
+            "dropped the attention's residual connection: h = attn(ln_1(x)) loses x",
+            "add the sub-layer's output to its input: h = x + attn(ln_1(x))",
+            lambda x, a, m, l1, l2: (lambda h: h + m(l2(h)))(a(l1(x))),
+        ),
+        Mistake(
+            "dropped the MLP's residual connection: y = mlp(ln_2(h)) loses h",
+            "add the sub-layer's output to its input: y = h + mlp(ln_2(h))",
+            lambda x, a, m, l1, l2: m(l2(x + a(l1(x)))),
+        ),
+        Mistake(
+            "dropped both residual connections: mlp(ln_2(attn(ln_1(x)))) is a plain stack of layers",
+            f"each sub-layer adds to the stream: {_PRE_FORMULA}",
+            lambda x, a, m, l1, l2: m(l2(a(l1(x)))),
+        ),
+        Mistake(
+            "reused ln_1 for both sub-layers: the MLP reads ln_1(h), it has its own norm ln_2",
+            "ln_1 before attention, ln_2 before the MLP: y = h + mlp(ln_2(h))",
+            lambda x, a, m, l1, l2: _pre(x, a, m, l1, l1),
+        ),
+        Mistake(
+            "reused ln_2 for both sub-layers: attention reads ln_2(x), it has its own norm ln_1",
+            "ln_1 before attention, ln_2 before the MLP: h = x + attn(ln_1(x))",
+            lambda x, a, m, l1, l2: _pre(x, a, m, l2, l2),
+        ),
+        Mistake(
+            "swapped ln_1 and ln_2: ln_1 belongs to the attention half, ln_2 to the MLP half",
+            fix,
+            lambda x, a, m, l1, l2: _pre(x, a, m, l2, l1),
+        ),
+        Mistake(
+            "normalized the residual stream itself: `x = ln_1(x)` then `x + attn(x)` adds the "
+            "normalized x, so the stream is replaced by its normalized copy",
+            "keep the stream as it is and normalize only the sub-layer's input: x + attn(ln_1(x))",
+            lambda x, a, m, l1, l2: (lambda h: h + m(h))(l2((lambda u: u + a(u))(l1(x)))),
+        ),
+        Mistake(
+            "normalized the residual stream itself before the MLP: `h = ln_2(h)` then `h + mlp(h)`",
+            "keep the stream h and normalize only the MLP's input: h + mlp(ln_2(h))",
+            lambda x, a, m, l1, l2: (lambda h: h + m(h))(l2(x + a(l1(x)))),
+        ),
+        Mistake(
+            "normalized the residual stream itself before attention: `x = ln_1(x)` then `x + attn(x)`",
+            "keep the stream x and normalize only attention's input: x + attn(ln_1(x))",
+            lambda x, a, m, l1, l2: (lambda h: h + m(l2(h)))((lambda u: u + a(u))(l1(x))),
+        ),
+        Mistake(ln_f, ln_f_fix, lambda x, a, m, l1, l2: F.layer_norm(_pre(x, a, m, l1, l2), x.shape[-1:])),
+        Mistake(ln_f, ln_f_fix, lambda x, a, m, l1, l2: l2(_pre(x, a, m, l1, l2))),
+        Mistake(ln_f, ln_f_fix, lambda x, a, m, l1, l2: l1(_pre(x, a, m, l1, l2))),
+        Mistake(
+            "the MLP reads the block input: mlp(ln_2(x)) instead of mlp(ln_2(h)) (a parallel block)",
+            "the MLP half works on the stream after attention: y = h + mlp(ln_2(h))",
+            lambda x, a, m, l1, l2: x + a(l1(x)) + m(l2(x)),
+        ),
+        Mistake(
+            "the second residual adds the block input x instead of h: x + mlp(ln_2(h))",
+            "the MLP's residual is its own input h: y = h + mlp(ln_2(h))",
+            lambda x, a, m, l1, l2: x + m(l2(x + a(l1(x)))),
+        ),
+        Mistake(
+            "forgot the MLP half: returned h = x + attn(ln_1(x))",
+            f"finish with y = h + mlp(ln_2(h)); the block is {_PRE_FORMULA}",
+            lambda x, a, m, l1, l2: x + a(l1(x)),
+        ),
+    ]
+
+
+def check_pre_norm_block(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x, attn, mlp, ln_1, ln_2)`` is GPT-2's pre-norm block.
+
+    x: ``[B, T, d]``; ``attn``, ``mlp``, ``ln_1``, ``ln_2``: modules ``[B, T, d] -> [B, T, d]``
+    (the sub-layers of a ``gpt2ln.Block`` with random weights; ln_1's gain and bias differ
+    from ln_2's); returns ``[B, T, d]``, which must equal ``h + mlp(ln_2(h))`` with
+    ``h = x + attn(ln_1(x))``, i.e. ``Block`` with ``norm_position="pre"``. Two inputs
+    (float64, float32). A wrong output names the mistake it matches: post-norm (normalized
+    after the residual addition), a dropped residual connection, ln_1 reused for both
+    sub-layers, the residual stream itself normalized (``x = ln(x)`` before adding), a final
+    norm (ln_f) inside the block, the MLP reading x, a missing half.
+    """
+    _check_block("check_pre_norm_block", fn, "pre", _pre_mistakes(), _PRE_FORMULA)
 
 
 # ------------------------------------------------------------------------------ lr schedule
@@ -360,21 +426,6 @@ _LR_CASES = [
 ]
 
 
-def _as_float(check: str, v: Any, step: int, what: str) -> float:
-    """The learner's value as a float (a Python or numpy number, or a one-element tensor)."""
-    try:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            raise TypeError
-        return float(v)
-    except (TypeError, ValueError):
-        fail(
-            check,
-            f"{what}, at step {step}: your function returned {type(v).__name__}, expected a number",
-            "a missing `return`?" if v is None else None,
-        )
-    return math.nan  # unreachable
-
-
 def check_lr_schedule(fn: Callable[..., Any]) -> None:
     """Check ``fn(step, steps, lr, warmup, min_lr) -> float`` is ``gpt2ln.train.lr_at``.
 
@@ -404,7 +455,7 @@ def check_lr_schedule(fn: Callable[..., Any]) -> None:
                 v = call(check, fn, *args)  # reports the exception in a sentence
             except Exception:
                 v = call(check, fn, *args)  # "not implemented yet", or the exception in a sentence
-            got.append(_as_float(check, v, step, f"with {case.what}"))
+            got.append(as_float(check, v, f"with {case.what}, at step {step}"))
         truth = case.truth()
         bad = [i for i, (g, t) in enumerate(zip(got, truth, strict=True)) if not case.agrees(g, t)]
         if not bad:

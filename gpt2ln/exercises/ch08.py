@@ -18,16 +18,14 @@ import torch
 
 from ._core import (
     Mistake,
-    as_tensor,
+    as_float,
     call,
-    close,
+    call_on_copies,
+    compare,
     divide_by_root,
     fail,
-    fail_mistake,
-    nearest_mistake,
     passed,
     rel_dist,
-    require_unchanged,
 )
 
 __all__ = ["check_lr_sensitivity", "check_qk_norm_scores"]
@@ -38,25 +36,6 @@ def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(ref).all():
         return math.inf
     return rel_dist(a, ref)
-
-
-def _nearest(
-    mistakes: list[Mistake], args: tuple, y: torch.Tensor, truth: torch.Tensor, tol: float
-) -> Mistake | None:
-    """The mistake whose output (on args) is nearest y, if it explains y; else None.
-
-    A mistake that raises RuntimeError or ValueError cannot even run on this input, and is skipped.
-    """
-    best, explained = nearest_mistake(
-        mistakes,
-        lambda m: torch.as_tensor(m.fn(*args), dtype=torch.float64),
-        y,
-        truth,
-        tol,
-        dist=_dist,
-        skip=(RuntimeError, ValueError),
-    )
-    return best if explained else None
 
 
 # ---------------------------------------------------------------------------- QK-norm scores
@@ -300,44 +279,28 @@ def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
     mistakes = _qk_mistakes(_QK_DEFAULT_EPS)
     for case in _qk_cases():
         tensors = (case.q, case.k, case.g_q, case.g_k)
-        args = [t.clone() for t in tensors]
-        kwargs = {} if case.eps is None else {"eps": case.eps}
-        out = call(check, fn, *args, **kwargs)
-        require_unchanged(
+        out = call_on_copies(
             check,
-            ("q", "k", "g_q", "g_k"),
+            fn,
             tensors,
-            args,
-            case.what,
-            "an in-place operation such as `q /= ...` or `q.mul_(...)`: compute new tensors instead",
+            names=("q", "k", "g_q", "g_k"),
+            what=case.what,
+            kwargs={} if case.eps is None else {"eps": case.eps},
         )
         eps = _QK_DEFAULT_EPS if case.eps is None else case.eps
-        d64 = tuple(t.double() for t in tensors)
-        truth = _qk(*d64, eps)
-        y = as_tensor(check, out, truth).detach().double()
-        if close(y, truth, case.tol) and torch.isfinite(y).all():
-            continue
-        if not torch.isfinite(y).all():
-            fail(
-                check,
-                f"on {case.what}, your output contains NaN or inf",
-                "forgot eps: a vector of zeros has RMS 0, and 0 / 0 = NaN. Fix: "
-                "q / sqrt(mean(q^2) + eps), eps inside the square root",
-            )
-        err = float((y - truth).abs().max())
-        mistake = _nearest(mistakes, (*d64, eps), y, truth, case.tol)
-        if mistake is not None:
-            fail_mistake(
-                check,
-                f"on {case.what}, your scores differ from the reference (max abs error {err:.3g})",
-                mistake.label,
-                mistake.fix,
-            )
-        fail(
+        d64 = (*(t.double() for t in tensors), eps)
+        compare(
             check,
-            f"on {case.what}, your scores differ from the reference by up to {err:.3g} (absolute)",
-            f"no single classic mistake explains it (maybe two at once); compare each step with: "
-            f"{_QK_FORMULA}",
+            f"on {case.what}",
+            out,
+            _qk(*d64),
+            case.tol,
+            mistakes,
+            d64,
+            formula=_QK_FORMULA,
+            nonfinite="forgot eps: a vector of zeros has RMS 0, and 0 / 0 = NaN. Fix: "
+            "q / sqrt(mean(q^2) + eps), eps inside the square root",
+            skip=(RuntimeError, ValueError),
         )
     passed(
         check,
@@ -482,31 +445,6 @@ def _copy(x: Any) -> Any:
     return list(x) if isinstance(x, list) else x.copy()
 
 
-def _as_float(check: str, out: Any, what: str) -> float:
-    """A Python float from out (a number or a 0-d/1-element tensor or array), else a teaching failure."""
-    if isinstance(out, bool) or out is None:
-        fail(check, f"on {what}, your function returned {out!r}, not a number", "a missing `return`?")
-    if isinstance(out, (int, float)):
-        return float(out)
-    try:
-        import numpy as np
-
-        if isinstance(out, np.ndarray | np.generic) and np.size(out) == 1:
-            return float(np.asarray(out).reshape(()))
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(out, torch.Tensor) and out.numel() == 1:
-        return float(out.reshape(()))
-    fail(
-        check,
-        f"on {what}, your function returned {type(out).__name__}"
-        + (f" of shape {tuple(out.shape)}" if hasattr(out, "shape") else "")
-        + ", expected one number",
-        "reduce over the sweep to a single number (a mean), e.g. with float(...)",
-    )
-    return math.nan  # unreachable
-
-
 def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
     """Check ``fn(lrs, losses, loss_init) -> float``, the LR sensitivity of Wortsman et al. (2023).
 
@@ -525,10 +463,8 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
         lrs = [float(x) for x in case.lrs]
         losses = [float(x) for x in case.losses]
         out = call(check, fn, _copy(case.lrs), _copy(case.losses), case.loss_init)
-        y = _as_float(check, out, case.what)
+        y = as_float(check, out, f"on {case.what}", "one number (a mean over the sweep)")
         truth = _sens(lrs, losses, case.loss_init)
-        if math.isfinite(y) and abs(y - truth) <= 1e-9 * (1.0 + abs(truth)):
-            continue
         if math.isnan(y):
             fail(
                 check,
@@ -544,25 +480,17 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
                 "forgot the min with loss_init: a diverged run's infinite loss went into the mean. "
                 "Fix: cap every loss at loss_init, min(loss, loss_init), and count NaN/inf as loss_init",
             )
-        t = torch.tensor([truth], dtype=torch.float64)
-        mistake = _nearest(
-            [Mistake(m.label, m.fix, lambda *a, f=m.fn: torch.tensor([f(*a)])) for m in mistakes],
-            (lrs, losses, case.loss_init),
-            torch.tensor([y], dtype=torch.float64),
-            t,
-            1e-9,
-        )
-        if mistake is not None:
-            fail_mistake(
-                check,
-                f"on {case.what}, your function returned {y:.6g}, expected {truth:.6g}",
-                mistake.label,
-                mistake.fix,
-            )
-        fail(
+        compare(
             check,
-            f"on {case.what}, your function returned {y:.6g}, expected {truth:.6g}",
-            f"no single classic mistake explains it; compare with: {_LRS_FORMULA}",
+            f"on {case.what}",
+            torch.tensor(y, dtype=torch.float64),
+            torch.tensor(truth, dtype=torch.float64),
+            1e-9,
+            mistakes,
+            (lrs, losses, case.loss_init),
+            formula=_LRS_FORMULA,
+            differs=f"your function returned {y:.6g}, the LR sensitivity is {truth:.6g}: it differs",
+            skip=(RuntimeError, ValueError),
         )
     passed(
         check,

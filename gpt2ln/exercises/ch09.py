@@ -15,7 +15,15 @@ import torch
 
 from ..config import GPT2Config
 from ..model import GPT2
-from ._core import as_int, as_tensor, call, close, fail, passed
+from ._core import (
+    Mistake,
+    as_int,
+    call,
+    call_on_copies,
+    compare,
+    fail,
+    passed,
+)
 
 __all__ = ["check_embed", "check_gpt2_param_count"]
 
@@ -47,22 +55,32 @@ def _count(
     return emb + L * block + (one_ln if ln_f else 0) + head
 
 
-_MISTAKES: list[tuple[str, dict[str, Any]]] = [
-    (
-        "counted a separate lm_head [vocab, d]: GPT-2 ties the unembedding to wte "
-        "(logits = h @ wte^T), so it is counted once",
-        dict(tied=False),
-    ),
-    ("forgot the position embeddings wpe [n_ctx, d]", dict(wpe=False)),
-    (
-        "forgot the biases of the linear layers (c_attn [3d], attn c_proj [d], c_fc [4d], mlp c_proj [d])",
-        dict(biases=False),
-    ),
-    ("forgot the final LayerNorm ln_f (2d parameters after the last block)", dict(ln_f=False)),
-    ("forgot the LayerNorms altogether (ln_1, ln_2 in every block, and ln_f)", dict(ln=False, ln_f=False)),
-    ("counted only the LayerNorm gains: each LayerNorm also has a bias of d entries", dict(ln_bias=False)),
-    ("MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", dict(mlp_mult=1)),
-    ("counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)", dict(qkv=1)),
+_MISTAKES = [  # each fn(config) -> int
+    Mistake(label, "", lambda c, kw=kw: _count(c, **kw))
+    for label, kw in [
+        (
+            "counted a separate lm_head [vocab, d]: GPT-2 ties the unembedding to wte "
+            "(logits = h @ wte^T), so it is counted once",
+            dict(tied=False),
+        ),
+        ("forgot the position embeddings wpe [n_ctx, d]", dict(wpe=False)),
+        (
+            "forgot the biases of the linear layers "
+            "(c_attn [3d], attn c_proj [d], c_fc [4d], mlp c_proj [d])",
+            dict(biases=False),
+        ),
+        ("forgot the final LayerNorm ln_f (2d parameters after the last block)", dict(ln_f=False)),
+        (
+            "forgot the LayerNorms altogether (ln_1, ln_2 in every block, and ln_f)",
+            dict(ln=False, ln_f=False),
+        ),
+        (
+            "counted only the LayerNorm gains: each LayerNorm also has a bias of d entries",
+            dict(ln_bias=False),
+        ),
+        ("MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", dict(mlp_mult=1)),
+        ("counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)", dict(qkv=1)),
+    ]
 ]
 
 
@@ -95,7 +113,7 @@ def check_gpt2_param_count(fn: Callable[[GPT2Config], Any]) -> None:
         out = as_int(check, call(check, fn, config.replace()), f"for config {_describe(config)}")
         if out == truth:
             continue
-        names = [n for n, kw in _MISTAKES if _count(config, **kw) == out]
+        names = [m.label for m in _MISTAKES if m.fn(config) == out]
         fail(
             check,
             f"for config {_describe(config)}: you counted {out:,}, a GPT2 with this config has {truth:,}",
@@ -132,14 +150,23 @@ def _embed(idx: torch.Tensor, wte: torch.Tensor, wpe: torch.Tensor, how: str = "
     raise ValueError(how)
 
 
-_EMBED_MISTAKES = [
-    ("pos_from_1", "positions start at 1: the first token's position is 0, pos = torch.arange(T)"),
-    ("no_wpe", "forgot the position embeddings: add wpe[pos], pos = 0..T-1"),
-    ("add_id", "added the token id itself instead of looking up its row: use wte[idx] ([B, T] -> [B, T, d])"),
-    ("wpe_by_token", "looked up the positions by token id (wpe[idx]): a token's position is its index"),
-    ("swapped", "swapped wte and wpe: tokens index wte ([vocab, d]), positions index wpe ([n_ctx, d])"),
-    ("scaled", "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)"),
-    ("reversed", "positions counted from the end: token t (0-based) gets wpe[t]"),
+_EMBED_MISTAKES = [  # each fn(idx, wte, wpe) -> [B, T, d]
+    Mistake(label, "", lambda i, t, p, how=how: _embed(i, t, p, how))
+    for how, label in [
+        ("pos_from_1", "positions start at 1: the first token's position is 0, pos = torch.arange(T)"),
+        ("no_wpe", "forgot the position embeddings: add wpe[pos], pos = 0..T-1"),
+        (
+            "add_id",
+            "added the token id itself instead of looking up its row: use wte[idx] ([B, T] -> [B, T, d])",
+        ),
+        ("wpe_by_token", "looked up the positions by token id (wpe[idx]): a token's position is its index"),
+        ("swapped", "swapped wte and wpe: tokens index wte ([vocab, d]), positions index wpe ([n_ctx, d])"),
+        (
+            "scaled",
+            "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)",
+        ),
+        ("reversed", "positions counted from the end: token t (0-based) gets wpe[t]"),
+    ]
 ]
 
 
@@ -166,11 +193,7 @@ def check_embed(fn: Callable[..., Any]) -> None:
     check = "check_embed"
     cases = _embed_cases()
     for what, (idx, wte, wpe) in cases:
-        args = (idx.clone(), wte.clone(), wpe.clone())
-        out = call(check, fn, *args)
-        for name, a, b in zip(("idx", "wte", "wpe"), (idx, wte, wpe), args, strict=True):
-            if not torch.equal(a, b):
-                fail(check, f"your function changed its input `{name}` in place", "compute a new tensor")
+        out = call_on_copies(check, fn, (idx, wte, wpe), names=("idx", "wte", "wpe"), what=what)
         truth = _embed(idx, wte.double(), wpe.double())
         if isinstance(out, torch.Tensor) and out.shape == truth.shape[1:]:
             fail(
@@ -178,17 +201,16 @@ def check_embed(fn: Callable[..., Any]) -> None:
                 f"on {what}: got shape {tuple(out.shape)}, expected {tuple(truth.shape)}",
                 "lost the batch axis? wte[idx] keeps it: [B, T] -> [B, T, d]",
             )
-        y = as_tensor(check, out, truth).detach().double()
-        if close(y, truth, 1e-5):
-            continue
-        err = float((y - truth).abs().max())
-        differs = f"on {what}: your output differs from wte[idx] + wpe[pos] (max abs error {err:.3g})"
-        for how, label in _EMBED_MISTAKES:
-            try:
-                ref = _embed(idx, wte.double(), wpe.double(), how)
-            except (IndexError, RuntimeError):
-                continue
-            if ref.shape == y.shape and close(y, ref, 1e-5) and not close(ref, truth, 1e-5):
-                fail(check, differs, label)
-        fail(check, differs)
+        compare(
+            check,
+            f"on {what}",
+            out,
+            truth,
+            1e-5,
+            _EMBED_MISTAKES,
+            (idx, wte.double(), wpe.double()),
+            formula="wte[idx] + wpe[pos], pos = torch.arange(T)",
+            differs="your output differs from wte[idx] + wpe[pos]",
+            skip=(IndexError, RuntimeError),
+        )
     passed(check, f"wte[idx] + wpe[0..T-1] right on {len(cases)} inputs")

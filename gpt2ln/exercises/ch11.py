@@ -20,17 +20,13 @@ import torch.nn.functional as F
 from ..norms import dyt
 from ._core import (
     Mistake,
-    as_tensor,
-    call,
-    close,
+    call_on_copies,
+    compare,
     fail,
-    fail_mistake,
     from_numpy,
-    nearest_mistake,
     passed,
-    require_unchanged,
 )
-from .ch07 import _block_cases
+from .ch07 import _check_block
 
 __all__ = ["check_dyt", "check_peri_block"]
 
@@ -119,30 +115,29 @@ def check_dyt(fn: Callable[..., Any]) -> None:
     check = "check_dyt"
     mistakes = _dyt_mistakes()
     for what, x, alpha, w, b, tol in _dyt_cases():
-        x_in = x.clone()
         with torch.no_grad():
-            out = call(check, fn, x_in, alpha, w, b)
-        require_unchanged(check, ("x",), (x,), (x_in,), what, "write y = ..., not x.mul_(...) or x *= ...")
-        truth = dyt(x, alpha, w, b)
+            out = call_on_copies(
+                check,
+                fn,
+                (x, alpha, w, b),
+                names=("x", "alpha", "weight", "bias"),
+                what=what,
+                likely="write y = ..., not x.mul_(...) or x *= ...",
+            )
         raw = from_numpy(out)
         if isinstance(raw, torch.Tensor) and raw.dtype != x.dtype:
             fail(check, f"on {what}, your output has dtype {raw.dtype}, expected {x.dtype} (x's)")
-        y = as_tensor(check, raw, truth)
-        if close(y.double(), truth.double(), tol):
-            continue
-        err = float((y.double() - truth.double()).abs().max())
-        best, explains = nearest_mistake(
-            mistakes,
-            lambda m, x=x, alpha=alpha, w=w, b=b: m.fn(x, alpha, w, b).to(x.dtype),
-            y,
-            truth,
+        compare(
+            check,
+            f"on {what}",
+            raw,
+            dyt(x, alpha, w, b),
             tol,
+            mistakes,
+            (x, alpha, w, b),
+            formula=_DYT_FORMULA,
             skip=(RuntimeError, TypeError),
         )
-        what_failed = f"on {what}, your output differs from {_DYT_FORMULA} by up to {err:.3g}"
-        if best is not None and explains:
-            fail_mistake(check, what_failed, best.label, best.fix)
-        fail(check, what_failed, f"no single classic mistake explains it; compare with {_DYT_FORMULA}")
     passed(check, f"matches gpt2ln.dyt, {_DYT_FORMULA}, on 3 inputs (float64, float32, saturated)")
 
 
@@ -220,32 +215,5 @@ def check_peri_block(fn: Callable[..., Any]) -> None:
     output must equal the block's, ``h = x + ln_attn_out(attn(ln_1(x)))``,
     ``y = h + ln_mlp_out(mlp(ln_2(h)))``, on two inputs (float64, float32).
     """
-    check = "check_peri_block"
-    mistakes = _peri_mistakes()
-    for case in _block_cases("peri"):
-        attn, mlp, ln_1, ln_2 = case.sublayers()
-        subs = (attn, mlp, ln_1, ln_2, case.block.ln_attn_out, case.block.ln_mlp_out)
-        x = case.x.clone()
-        with torch.no_grad():
-            out = call(check, fn, x, *subs)
-            truth = case.block(case.x)[0]
-        require_unchanged(
-            check,
-            ("x",),
-            (case.x,),
-            (x,),
-            case.what,
-            "an in-place `x += ...`: write `x = x + ...` (a new tensor)",
-        )
-        y = as_tensor(check, out, truth).detach()
-        if close(y.double(), truth.double(), case.tol):
-            continue
-        err = float((y.double() - truth.double()).abs().max())
-        best, explains = nearest_mistake(
-            mistakes, lambda m, x=case.x, subs=subs: m.fn(x, *subs), y, truth, case.tol
-        )
-        what_failed = f"on {case.what}, your output differs from the Peri-LN block by up to {err:.3g}"
-        if best is not None and explains:
-            fail_mistake(check, what_failed, best.label, best.fix)
-        fail(check, what_failed, f"no single classic mistake explains it; compare with {_PERI_FORMULA}")
-    passed(check, f"matches gpt2ln.Block(norm_position='peri'), {_PERI_FORMULA}, on 2 inputs")
+    outs = ("ln_attn_out", "ln_mlp_out")
+    _check_block("check_peri_block", fn, "peri", _peri_mistakes(), _PERI_FORMULA, outs)
