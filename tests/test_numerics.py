@@ -126,4 +126,3 @@ def test_helper_validation():
         welford_merge((1, 0.0), (1, 0.0, 0.0))
     with pytest.raises(ValueError, match="counts"):
         welford_merge((-1, 0.0, 0.0), (1, 0.0, 0.0))
-
