@@ -59,11 +59,8 @@ class GPT2Config:
 
         for name in ("vocab_size", "n_ctx", "n_embd", "n_layer", "n_head"):
             v = getattr(self, name)
-            check(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"{name} to be a positive integer",
-                v,
-            )
+            is_int = isinstance(v, int) and not isinstance(v, bool)
+            check(is_int and v >= 1, f"{name} to be a positive integer", v)
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"GPT2Config: n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
@@ -76,11 +73,8 @@ class GPT2Config:
         check(isinstance(a, (int, float)) and not isinstance(a, bool) and a > 0, "dyt_alpha > 0", a)
         if self.qk_norm and self.norm == "none":
             raise ValueError('GPT2Config: qk_norm=True needs a norm; got norm="none"')
-        check(
-            self.final_norm is None or isinstance(self.final_norm, bool),
-            "final_norm to be True, False or None",
-            self.final_norm,
-        )
+        f = self.final_norm
+        check(f is None or isinstance(f, bool), "final_norm to be True, False or None", f)
 
     @property
     def use_final_norm(self) -> bool:

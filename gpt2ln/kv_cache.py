@@ -170,7 +170,8 @@ def generate(
     if use_cache and max_new_tokens > 0:
         max_len = min(n_ctx, T0 + max_new_tokens)
         kv = KVCache.for_model(model.config, B, max_len, idx.device, model.wte.weight.dtype)
-    with decoding(model, kv, last_only=True), gemv.multicore() if multicore else nullcontext():
+    fast_gemv = multicore and idx.device.type == "cpu"  # gemv.linear only helps on a multi-core CPU
+    with decoding(model, kv, last_only=True), gemv.multicore() if fast_gemv else nullcontext():
         for t in range(T0, T0 + max_new_tokens):
             if kv is not None and 0 < kv.length < kv.max_len:
                 logits = model(out[:, t - 1 : t])  # the newest token only
