@@ -42,10 +42,11 @@ class Attend(nn.Module):
         self.dropout = dropout
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        T, T_k = q.shape[2], k.shape[2]
-        mask = None if T in (1, T_k) else causal_mask(T, T_k, q.device)  # one query sees every key
+        T, T_k = q.shape[2], k.shape[2]  # T < T_k when earlier keys come from a KV cache
+        causal = 1 < T == T_k  # SDPA's own causal mask is aligned top-left: right only when T == T_k
+        mask = None if causal or T == 1 else causal_mask(T, T_k, q.device)  # one query sees every key
         p = self.dropout if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, mask, p, is_causal=1 < T == T_k)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
 
 
 class CausalSelfAttention(nn.Module):
@@ -58,7 +59,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__()
-        d, self.n_head = config.n_embd, config.n_head
+        d, self.n_head, self.head_dim = config.n_embd, config.n_head, config.head_dim
         self.c_attn = nn.Linear(d, 3 * d)
         self.c_proj = nn.Linear(d, d)
         self.qk_norm = config.qk_norm
@@ -72,7 +73,7 @@ class CausalSelfAttention(nn.Module):
         """x: ``[B, T, d]`` -> ``[B, T, d]``."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=-1)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         y = self.attend(q, k, v).transpose(1, 2).reshape(B, T, C)  # heads side by side again
