@@ -27,9 +27,9 @@ class KVCache:
     """Keys and values of every layer, preallocated for ``max_len`` positions.
 
     ``k``, ``v``: ``[n_layer, B, H, max_len, D]``; positions ``[0, length)`` are filled.
-    During one forward each layer calls :meth:`update` with its new keys and values
-    ``[B, H, T, D]``, written at ``[length, length + T)``; after the last layer the model
-    calls :meth:`advance` (``length += T``). Writing into a buffer costs one copy of the
+    During one forward inside :func:`decoding` each layer's attention calls :meth:`update` with
+    its new keys and values ``[B, H, T, D]``, written at ``[length, length + T)``; after the
+    forward :meth:`advance` adds ``T`` to ``length``. Writing into a buffer costs one copy of the
     new entries, where growing with ``torch.cat`` copies the whole past every step.
     """
 
