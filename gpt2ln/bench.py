@@ -12,7 +12,7 @@ Run ``python -m gpt2ln.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]
 * ``profile``: the top operators by self CPU time of one ``gpt2ln`` forward, and of a greedy
   generation (``profile_generate``).
 
-The two sides of every comparison are timed in turns (``gpt2ln.numerics.time_interleaved``), after
+The two sides of every comparison are timed in turns (``gpt2ln.timing.time_interleaved``), after
 warm-up, and reported as medians and ``ours / theirs`` ratios (below 1 means ``gpt2ln`` is faster).
 Every measuring function takes its sizes as arguments, so the tests run them on a tiny config.
 """
@@ -39,7 +39,7 @@ from gpt2ln.config import GPT2Config
 from gpt2ln.loading import config_to_json
 from gpt2ln.model import GPT2
 from gpt2ln.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
-from gpt2ln.numerics import time_interleaved
+from gpt2ln.timing import time_interleaved
 
 __all__ = [
     "GOALS",
@@ -229,8 +229,7 @@ def bench_generate(
     idx = torch.randint(0, ours.config.vocab_size - 1, (1, prompt_len), generator=gen).to(device)
 
     def without_gemv() -> torch.Tensor:
-        with gemv.disabled():
-            return ours.generate(idx, new_tokens, temperature=0)
+        return ours.generate(idx, new_tokens, temperature=0, gemv=False)
 
     with torch.inference_mode():
         a = ours.generate(idx, new_tokens, temperature=0)
@@ -331,7 +330,7 @@ def bench_layer_norm(
     """Achieved GB/s (``2 * numel * itemsize`` bytes: one read, one write) of each norm at each shape.
 
     ``copy_GBps`` is a plain out-of-place copy of x (``torch.empty_like(x).copy_(x)``, what
-    ``gpt2ln.numerics.copy_bandwidth`` times), the speed limit of a memory-bound kernel, timed in
+    ``gpt2ln.timing.copy_bandwidth`` times), the speed limit of a memory-bound kernel, timed in
     the same interleaved rounds as the norms so that it sees the same machine load. A
     ``torch.compile`` failure is recorded as its error string.
     """
@@ -386,7 +385,7 @@ def bench_layer_norm(
 
 
 def _copy(x: torch.Tensor) -> torch.Tensor:
-    """An out-of-place copy (as ``numerics.copy_bandwidth`` times it): reads and writes x once."""
+    """An out-of-place copy (as ``timing.copy_bandwidth`` times it): reads and writes x once."""
     return torch.empty_like(x).copy_(x)
 
 

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import CausalSelfAttention, KVCache, make_norm
+from .attention import CausalSelfAttention
 from .config import GPT2Config
-from .gemv import Linear
+from .norms import make_norm
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
@@ -17,14 +17,21 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
 
 
+class HookPoint(nn.Module):
+    """The identity, there to be hooked: a name for an intermediate value (as in TransformerLens).
+    ``GPT2.run_with_cache`` records what passes through each one."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
 class MLP(nn.Module):
     """``c_fc``: ``[d] -> [4d]``, tanh GELU, ``c_proj``: ``[4d] -> [d]``."""
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__()
-        d = config.n_embd
-        self.c_fc = Linear(d, 4 * d)  # nn.Linear, multi-core for one-token steps (gpt2ln.gemv)
-        self.c_proj = Linear(4 * d, d)
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -33,16 +40,13 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One transformer block; ``config.norm_position`` places the norms.
-
-    pre-norm (GPT-2):  ``x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))``
-    post-norm (GPT-1): ``x = ln_1(x + attn(x)); x = ln_2(x + mlp(x))``
-    peri (Peri-LN):    ``x = x + ln_attn_out(attn(ln_1(x))); x = x + ln_mlp_out(mlp(ln_2(x)))``
-    olmo2:             ``x = x + ln_1(attn(x)); x = x + ln_2(mlp(x))``
-    deepnorm:          ``x = ln_1(alpha x + attn(x)); x = ln_2(alpha x + mlp(x))``
+    """One transformer block, x ``[B, T, d]`` -> ``[B, T, d]``; ``config.norm_position`` places the norms.
 
     ``ln_1`` is always the attention sub-block's norm and ``ln_2`` the MLP's, wherever
-    they sit; Peri-LN adds the output norms ``ln_attn_out`` and ``ln_mlp_out``.
+    they sit; Peri-LN adds the output norms ``ln_attn_out`` and ``ln_mlp_out``. The hook
+    points name what each sub-block adds to the stream (``attn_out``, ``mlp_out``; for
+    post-norm and DeepNorm, what it feeds to its norm) and the stream between the two
+    (``resid_mid``); they change nothing.
     """
 
     def __init__(self, config: GPT2Config) -> None:
@@ -56,46 +60,23 @@ class Block(nn.Module):
             self.ln_attn_out = make_norm(config, config.n_embd)
             self.ln_mlp_out = make_norm(config, config.n_embd)
         self.alpha = config.deepnorm_alpha if self.position == "deepnorm" else 1.0
+        self.attn_out, self.resid_mid, self.mlp_out = HookPoint(), HookPoint(), HookPoint()
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        kv_cache: KVCache | None = None,
-        cache: dict[str, torch.Tensor] | None = None,
-        layer: int = 0,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x: ``[B, T, d]`` -> (``[B, T, d]``, this layer's keys and values).
-
-        With ``cache`` it records ``attn_out.{layer}`` and ``mlp_out.{layer}`` (what each
-        sub-block adds, or for post-norm/DeepNorm feeds to its norm) and ``resid_mid.{layer}``
-        (the stream between the two sub-blocks).
-        """
-        pos = self.position
-        if pos in ("pre", "peri"):
-            a, present = self.attn(self.ln_1(x), kv_cache, cache, layer)
-            if pos == "peri":
-                a = self.ln_attn_out(a)
-            x = mid = x + a
-            m = self.mlp(self.ln_2(x))
-            if pos == "peri":
-                m = self.ln_mlp_out(m)
-            x = x + m
-        elif pos == "olmo2":
-            a, present = self.attn(x, kv_cache, cache, layer)
-            a = self.ln_1(a)
-            x = mid = x + a
-            m = self.ln_2(self.mlp(x))
-            x = x + m
-        else:  # post, deepnorm (alpha = 1 for post)
-            a, present = self.attn(x, kv_cache, cache, layer)
-            x = mid = self.ln_1(self._scaled(x) + a)
-            m = self.mlp(x)
-            x = self.ln_2(self._scaled(x) + m)
-        if cache is not None:
-            cache[f"attn_out.{layer}"] = a
-            cache[f"resid_mid.{layer}"] = mid
-            cache[f"mlp_out.{layer}"] = m
-        return x, present
-
-    def _scaled(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.alpha == 1.0 else x * self.alpha
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        attn, mlp, ln_1, ln_2 = self.attn, self.mlp, self.ln_1, self.ln_2
+        a_out, mid, m_out = self.attn_out, self.resid_mid, self.mlp_out  # identities, to be hooked
+        if self.position == "pre":  # GPT-2: x + f(norm(x))
+            x = mid(x + a_out(attn(ln_1(x))))
+            return x + m_out(mlp(ln_2(x)))
+        if self.position == "post":  # GPT-1: norm(x + f(x))
+            x = mid(ln_1(x + a_out(attn(x))))
+            return ln_2(x + m_out(mlp(x)))
+        if self.position == "peri":  # Peri-LN: x + norm_out(f(norm_in(x)))
+            x = mid(x + a_out(self.ln_attn_out(attn(ln_1(x)))))
+            return x + m_out(self.ln_mlp_out(mlp(ln_2(x))))
+        if self.position == "olmo2":  # OLMo 2: x + norm(f(x))
+            x = mid(x + a_out(ln_1(attn(x))))
+            return x + m_out(ln_2(mlp(x)))
+        a = self.alpha  # DeepNorm: norm(alpha x + f(x))
+        x = mid(ln_1(a * x + a_out(attn(x))))
+        return ln_2(a * x + m_out(mlp(x)))

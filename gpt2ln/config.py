@@ -53,36 +53,28 @@ class GPT2Config:
     dyt_alpha: float = 0.5
 
     def __post_init__(self) -> None:
+        def check(ok: bool, expected: str, got: object) -> None:
+            if not ok:
+                raise ValueError(f"GPT2Config: expected {expected}, got {got!r}")
+
         for name in ("vocab_size", "n_ctx", "n_embd", "n_layer", "n_head"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"GPT2Config: expected {name} to be a positive integer, got {v!r}")
+            is_int = isinstance(v, int) and not isinstance(v, bool)
+            check(is_int and v >= 1, f"{name} to be a positive integer", v)
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"GPT2Config: n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
             )
-        if self.norm not in NORMS:
-            raise ValueError(f"GPT2Config: expected norm in {NORMS}, got {self.norm!r}")
-        if self.norm_position not in NORM_POSITIONS:
-            raise ValueError(
-                f"GPT2Config: expected norm_position in {NORM_POSITIONS}, got {self.norm_position!r}"
-            )
-        if not self.layer_norm_epsilon > 0:
-            raise ValueError(f"GPT2Config: expected layer_norm_epsilon > 0, got {self.layer_norm_epsilon}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPT2Config: expected 0 <= dropout < 1, got {self.dropout}")
-        if (
-            isinstance(self.dyt_alpha, bool)
-            or not isinstance(self.dyt_alpha, (int, float))
-            or not self.dyt_alpha > 0
-        ):
-            raise ValueError(f"GPT2Config: expected dyt_alpha > 0, got {self.dyt_alpha!r}")
+        check(self.norm in NORMS, f"norm in {NORMS}", self.norm)
+        check(self.norm_position in NORM_POSITIONS, f"norm_position in {NORM_POSITIONS}", self.norm_position)
+        check(self.layer_norm_epsilon > 0, "layer_norm_epsilon > 0", self.layer_norm_epsilon)
+        check(0.0 <= self.dropout < 1.0, "0 <= dropout < 1", self.dropout)
+        a = self.dyt_alpha
+        check(isinstance(a, (int, float)) and not isinstance(a, bool) and a > 0, "dyt_alpha > 0", a)
         if self.qk_norm and self.norm == "none":
             raise ValueError('GPT2Config: qk_norm=True needs a norm; got norm="none"')
-        if self.final_norm is not None and not isinstance(self.final_norm, bool):
-            raise ValueError(
-                f"GPT2Config: expected final_norm to be True, False or None, got {self.final_norm!r}"
-            )
+        f = self.final_norm
+        check(f is None or isinstance(f, bool), "final_norm to be True, False or None", f)
 
     @property
     def use_final_norm(self) -> bool:

@@ -1,4 +1,7 @@
-"""Loading GPT-2 weights: transformers / hub state dicts, safetensors files, the hub.
+"""Reading GPT-2 weights: transformers / hub state dicts, safetensors files, the hub.
+
+This module reads and converts state dicts and configs; it builds no model (``GPT2.from_pretrained``
+and ``GPT2.from_hf_state_dict`` do, with what it returns), so it does not import ``gpt2ln.model``.
 
 Only safetensors are read: a ``pytorch_model.bin`` is a pickle, which can run code
 when loaded, so it is refused with a message saying how to convert it.
@@ -23,7 +26,6 @@ from urllib.parse import urlparse
 import torch
 
 from .config import GPT2Config
-from .model import GPT2
 
 CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
@@ -74,15 +76,15 @@ def infer_config(state_dict: dict[str, torch.Tensor], **overrides) -> GPT2Config
     return GPT2Config(**fields)
 
 
-def model_from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: GPT2Config | None = None) -> GPT2:
-    """A ``GPT2`` holding exactly these weights, or a ValueError listing every
-    missing, unexpected and mis-shaped key. Never a partial load."""
+def from_hf_state_dict(
+    state_dict: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """transformers' or the hub's GPT-2 weights under ``gpt2ln`` names and layouts, checked against
+    ``expected`` (a model's own ``state_dict()``), or a ValueError listing every missing,
+    unexpected and mis-shaped key. Never a partial result."""
     if not isinstance(state_dict, dict):
         raise TypeError(f"expected a state dict (dict of tensors), got {type(state_dict).__name__}")
     sd, lm_head = _strip(state_dict)
-    config = infer_config(state_dict) if config is None else config
-    model = GPT2(config)
-    expected = model.state_dict()
     missing = sorted(set(expected) - set(sd))
     unexpected = sorted(set(sd) - set(expected))
     misshaped = []
@@ -110,19 +112,26 @@ def model_from_hf_state_dict(state_dict: dict[str, torch.Tensor], config: GPT2Co
         if misshaped:
             lines.append(f"  wrong shape ({len(misshaped)}): {'; '.join(misshaped)}")
         raise ValueError("\n".join(lines))
-    model.load_state_dict(converted, strict=True)
-    return model.eval()
+    return converted
 
 
-def to_hf_state_dict(model: GPT2, prefix: str = "transformer.") -> dict[str, torch.Tensor]:
-    """The model's weights under transformers' names and ``Conv1D`` layout.
+def to_hf_state_dict(
+    state_dict: dict[str, torch.Tensor] | torch.nn.Module, prefix: str = "transformer."
+) -> dict[str, torch.Tensor]:
+    """A ``gpt2ln`` state dict (``model.state_dict()``, or the model itself) under transformers'
+    names and ``Conv1D`` layout.
 
     With the default prefix the result loads into ``GPT2LMHeadModel``
     (``lm_head.weight`` included); with ``prefix=""`` into ``GPT2Model``.
     """
-    out = {prefix + k: (v.T.contiguous() if _is_conv1d(k) else v) for k, v in model.state_dict().items()}
+    if isinstance(state_dict, torch.nn.Module):  # a model: its state dict
+        state_dict = state_dict.state_dict()
+    if not isinstance(state_dict, dict):
+        got = type(state_dict).__name__
+        raise TypeError(f"to_hf_state_dict: expected a state dict or a model, got {got}")
+    out = {prefix + k: (v.T.contiguous() if _is_conv1d(k) else v) for k, v in state_dict.items()}
     if prefix:
-        out["lm_head.weight"] = model.wte.weight.detach()
+        out["lm_head.weight"] = state_dict["wte.weight"]
     return out
 
 
@@ -174,12 +183,14 @@ def config_to_json(config: GPT2Config, dropout: float | None = None) -> dict:
     }
 
 
-def _load_safetensors(weights: Path, config_json: Path | None) -> GPT2:
+def _load_safetensors(
+    weights: Path, config_json: Path | None
+) -> tuple[dict[str, torch.Tensor], GPT2Config | None]:
     from safetensors.torch import load_file
 
     state_dict = load_file(str(weights), device="cpu")
     config = config_from_json(config_json) if config_json is not None and config_json.exists() else None
-    return model_from_hf_state_dict(state_dict, config)
+    return state_dict, config
 
 
 def hub_available(timeout: float = 3.0) -> bool:
@@ -207,7 +218,9 @@ def hub_available(timeout: float = 3.0) -> bool:
     return result[0]
 
 
-def _from_hub(repo_id: str, revision: str | None, timeout: float) -> GPT2:
+def _from_hub(
+    repo_id: str, revision: str | None, timeout: float
+) -> tuple[dict[str, torch.Tensor], GPT2Config | None]:
     from huggingface_hub import hf_hub_download
 
     repo_id = HUB_ALIASES.get(repo_id, repo_id)
@@ -233,11 +246,13 @@ def _from_hub(repo_id: str, revision: str | None, timeout: float) -> GPT2:
     return _load_safetensors(*fetch(local_only=False))
 
 
-def load_pretrained(name_or_path: str | Path, revision: str | None = None, timeout: float = 3.0) -> GPT2:
-    """GPT-2 from a local directory (``model.safetensors`` + ``config.json``), a
-    ``.safetensors`` file (``config.json`` beside it is used if present), or a hub
-    id (``gpt2``, ``openai-community/gpt2``, ``gpt2-medium``, ...), fetching only
-    the safetensors and the config. Returns the model in eval mode."""
+def read_pretrained(
+    name_or_path: str | Path, revision: str | None = None, timeout: float = 3.0
+) -> tuple[dict[str, torch.Tensor], GPT2Config | None]:
+    """GPT-2's weights and config from a local directory (``model.safetensors`` + ``config.json``),
+    a ``.safetensors`` file (``config.json`` beside it is used if present; else the config is
+    None), or a hub id (``gpt2``, ``openai-community/gpt2``, ``gpt2-medium``, ...), fetching
+    only the safetensors and the config. ``GPT2.from_pretrained`` builds the model from them."""
     path = Path(name_or_path)
     if path.is_dir():
         weights = path / "model.safetensors"

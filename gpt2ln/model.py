@@ -8,11 +8,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .attention import KVCache, make_norm
-from .blocks import Block
+from .attention import attention_scores
+from .blocks import Block, HookPoint
 from .config import GPT2Config
-from .gemv import linear
-from .norms import DyT, LayerNorm, RMSNorm
+from .norms import DyT, LayerNorm, RMSNorm, make_norm
 
 
 class GPT2(nn.Module):
@@ -52,19 +51,18 @@ class GPT2(nn.Module):
                 module.weight.fill_(1.0)
             if isinstance(module, DyT):
                 module.alpha.fill_(module.alpha_init)
-            if getattr(module, "bias", None) is not None and isinstance(module.bias, torch.Tensor):
+            if isinstance(getattr(module, "bias", None), torch.Tensor):
                 module.bias.zero_()
         self.wpe.weight.normal_(0.0, 0.01)
-        if self.config.norm_position == "deepnorm":
-            beta, d = self.config.deepnorm_beta, self.config.n_embd
-            for block in self.h:
+        d, beta, n_layer = self.config.n_embd, self.config.deepnorm_beta, self.config.n_layer
+        for block in self.h:
+            if self.config.norm_position == "deepnorm":
                 block.attn.c_attn.weight[2 * d :].mul_(beta)  # rows [2d, 3d): the values
                 for lin in (block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
                     lin.weight.mul_(beta)
-        elif self.config.scale_resid_init:
-            for block in self.h:
+            elif self.config.scale_resid_init:
                 for proj in (block.attn.c_proj, block.mlp.c_proj):
-                    proj.weight.normal_(0.0, 0.02 / math.sqrt(2 * self.config.n_layer))
+                    proj.weight.normal_(0.0, 0.02 / math.sqrt(2 * n_layer))
 
     @property
     def device(self) -> torch.device:
@@ -74,65 +72,32 @@ class GPT2(nn.Module):
         """Number of parameters, the tied embedding counted once."""
         return sum(p.numel() for p in self.parameters())
 
-    # ------------------------------------------------------------------ forward
-    def check_idx(self, idx: torch.Tensor, past_len: int = 0) -> None:
+    def check_idx(self, idx: torch.Tensor) -> None:
         """Raise TypeError/ValueError unless idx is an int tensor ``[B, T]`` of valid ids."""
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"GPT2: expected idx to be a torch.Tensor of token ids, got {type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
             raise TypeError(f"GPT2: expected an integer tensor of token ids (int64), got dtype {idx.dtype}")
-        if idx.ndim != 2:
-            raise ValueError(f"GPT2: expected idx of shape [B, T], got shape {tuple(idx.shape)}")
-        B, T = idx.shape
-        if B == 0 or T == 0:
-            raise ValueError(f"GPT2: expected a non-empty batch [B, T], got shape {tuple(idx.shape)}")
-        n_ctx = self.config.n_ctx
-        if past_len + T > n_ctx:
-            raise ValueError(f"GPT2: sequence length {past_len + T} exceeds the context window n_ctx={n_ctx}")
+        if idx.ndim != 2 or idx.numel() == 0:
+            raise ValueError(f"GPT2: expected a non-empty idx of shape [B, T], got shape {tuple(idx.shape)}")
+        if idx.shape[1] > self.config.n_ctx:
+            n_ctx = self.config.n_ctx
+            raise ValueError(f"GPT2: sequence length {idx.shape[1]} exceeds the context window n_ctx={n_ctx}")
         lo, hi = (int(v) for v in torch.aminmax(idx))  # one device sync for both
         if lo < 0 or hi >= self.config.vocab_size:
-            bad = lo if lo < 0 else hi
+            vocab = self.config.vocab_size
             raise ValueError(
-                f"GPT2: token id {bad} is outside [0, vocab_size) = [0, {self.config.vocab_size})"
+                f"GPT2: token id {lo if lo < 0 else hi} is outside [0, vocab_size) = [0, {vocab})"
             )
-
-    def _run(
-        self,
-        idx: torch.Tensor,
-        kv_cache: KVCache | None = None,
-        cache: dict[str, torch.Tensor] | None = None,
-        last_only: bool = False,
-    ) -> torch.Tensor:
-        """idx ``[B, T]`` (already checked) -> logits ``[B, T, vocab]``.
-
-        With ``kv_cache`` idx continues the cached positions and its keys and values
-        are added to the cache. ``last_only`` computes the logits of the last position
-        only (``[B, 1, vocab]``), all generation needs: the unembedding is the largest
-        single matrix product of a short forward.
-        """
-        past_len = 0 if kv_cache is None else kv_cache.length
-        T = idx.shape[1]
-        pos = torch.arange(past_len, past_len + T, device=idx.device)
-        x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, d]
-        for layer, block in enumerate(self.h):
-            if cache is not None:
-                cache[f"resid_pre.{layer}"] = x
-            x, _ = block(x, kv_cache, cache, layer)
-        if kv_cache is not None:
-            kv_cache.advance(T)
-        if cache is not None:
-            cache[f"resid_pre.{len(self.h)}"] = x
-        if last_only:
-            x = x[:, -1:]
-        x = self.ln_f(x)
-        if cache is not None:
-            cache["ln_f.out"] = x
-        return linear(x, self.wte.weight)  # x @ wte^T: [B, T, vocab], tied unembedding
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx: int64 ``[B, T]`` with ``T <= n_ctx`` -> logits ``[B, T, vocab_size]``."""
         self.check_idx(idx)
-        return self._run(idx)
+        pos = torch.arange(idx.shape[1], device=idx.device)  # [T]
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, d]
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.T  # [B, T, vocab]: the tied unembedding
 
     def run_with_cache(self, idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Forward pass that also returns the activations, by name.
@@ -140,14 +105,39 @@ class GPT2(nn.Module):
         ``resid_pre.{l}`` ``[B, T, d]`` for l = 0..n_layer (l = n_layer is the input
         to ``ln_f``), ``resid_mid.{l}``, ``attn_out.{l}``, ``mlp_out.{l}`` ``[B, T, d]``,
         ``attn_scores.{l}`` ``[B, H, T, T]`` (scaled, pre-softmax, future entries
-        -inf), ``attn_pattern.{l}``, and ``ln_f.out`` ``[B, T, d]``.
+        -inf), ``attn_pattern.{l}``, and ``ln_f.out`` ``[B, T, d]``. Recorded by forward
+        hooks, removed before it returns; the attention runs the explicit formula,
+        ``softmax(scores) v``, so the pattern stored is the one used.
         """
-        self.check_idx(idx)
         cache: dict[str, torch.Tensor] = {}
-        logits = self._run(idx, cache=cache)
+
+        def save(name: str, inputs: bool = False):  # a hook storing a module's input or output
+            return lambda module, args, out=None: cache.__setitem__(name, args[0] if inputs else out)
+
+        def explicit_attention(layer: int):  # replaces the fused kernel's output
+            def hook(attend: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> torch.Tensor:
+                q, k, v = args
+                cache[f"attn_scores.{layer}"] = scores = attention_scores(q, k)  # [B, H, T, T]
+                cache[f"attn_pattern.{layer}"] = pattern = torch.softmax(scores, dim=-1)
+                return nn.functional.dropout(pattern, attend.dropout, attend.training) @ v
+
+            return hook
+
+        hooks = [self.ln_f.register_forward_pre_hook(save(f"resid_pre.{len(self.h)}", inputs=True))]
+        hooks.append(self.ln_f.register_forward_hook(save("ln_f.out")))
+        for layer, block in enumerate(self.h):
+            hooks.append(block.register_forward_pre_hook(save(f"resid_pre.{layer}", inputs=True)))
+            hooks.append(block.attn.attend.register_forward_hook(explicit_attention(layer)))
+            for name, m in block.named_children():
+                if isinstance(m, HookPoint):
+                    hooks.append(m.register_forward_hook(save(f"{name}.{layer}")))
+        try:
+            logits = self(idx)
+        finally:
+            for h in hooks:
+                h.remove()
         return logits, cache
 
-    # --------------------------------------------------------------- generation
     @torch.no_grad()
     def generate(
         self,
@@ -157,74 +147,43 @@ class GPT2(nn.Module):
         top_k: int | None = None,
         generator: torch.Generator | None = None,
         use_cache: bool = True,
+        gemv: bool = True,
     ) -> torch.Tensor:
         """Extend idx ``[B, T]`` by ``max_new_tokens`` -> ``[B, T + max_new_tokens]``.
 
         ``temperature=0`` is greedy (argmax); otherwise sample from
         softmax(logits / temperature), restricted to the ``top_k`` largest if given,
         with ``generator`` for reproducibility. With ``use_cache`` each step feeds
-        only the new token and reuses past keys and values; once the sequence fills
-        the context window the model recomputes over the last ``n_ctx`` tokens.
-        Call ``model.eval()`` first if the model has dropout.
+        only the new token and reuses past keys and values (``gpt2ln.kv_cache``); once the
+        sequence fills the context window the model recomputes over the last ``n_ctx``
+        tokens. ``gemv`` runs the one-token matrix products on every CPU core
+        (``gpt2ln.gemv.multicore``). Call ``model.eval()`` first if the model has dropout.
         """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"generate: expected max_new_tokens to be an int >= 0, got {max_new_tokens!r}")
-        if not temperature >= 0:
-            raise ValueError(f"generate: expected temperature >= 0, got {temperature}")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"generate: expected top_k to be None or an int >= 1, got {top_k!r}")
-        n_ctx = self.config.n_ctx
-        self.check_idx(idx[:, -n_ctx:] if isinstance(idx, torch.Tensor) and idx.ndim == 2 else idx)
-        B, T0 = idx.shape
-        out = torch.empty(B, T0 + max_new_tokens, dtype=idx.dtype, device=idx.device)
-        out[:, :T0] = idx
-        kv = None
-        if use_cache and max_new_tokens > 0:
-            max_len = min(n_ctx, T0 + max_new_tokens)
-            kv = KVCache.for_model(self.config, B, max_len, idx.device, self.wte.weight.dtype)
-        for t in range(T0, T0 + max_new_tokens):
-            if kv is not None and 0 < kv.length < kv.max_len:
-                logits = self._run(out[:, t - 1 : t], kv, last_only=True)  # the newest token only
-            else:  # first step, no cache, or the window is full: run the last n_ctx tokens
-                if kv is not None:
-                    kv.reset()
-                logits = self._run(out[:, max(0, t - n_ctx) : t], kv, last_only=True)
-            out[:, t : t + 1] = self._sample(logits[:, -1, :], temperature, top_k, generator)
-        return out
+        from .kv_cache import generate  # the decoding path: KV cache and multi-core GEMV
 
-    @staticmethod
-    def _sample(
-        logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
-    ) -> torch.Tensor:
-        """logits ``[B, vocab]`` -> next ids ``[B, 1]``."""
-        if temperature == 0:
-            return logits.argmax(dim=-1, keepdim=True)
-        logits = logits.float() / temperature
-        if top_k is not None and top_k < logits.shape[-1]:
-            kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        return torch.multinomial(probs, 1, generator=generator)
+        return generate(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv)
 
-    # ------------------------------------------------------------------ loading
     @classmethod
     def from_hf_state_dict(
         cls, state_dict: dict[str, torch.Tensor], config: GPT2Config | None = None
     ) -> GPT2:
-        """Build a model from transformers' or the hub's GPT-2 weights (see ``gpt2ln.loading``)."""
-        from .loading import model_from_hf_state_dict
+        """A model holding exactly transformers' or the hub's GPT-2 weights (``gpt2ln.loading``), in
+        eval mode, or a ValueError listing every missing, unexpected and mis-shaped key."""
+        from .loading import from_hf_state_dict, infer_config
 
-        return model_from_hf_state_dict(state_dict, config)
+        model = cls(infer_config(state_dict) if config is None else config)
+        model.load_state_dict(from_hf_state_dict(state_dict, model.state_dict()), strict=True)
+        return model.eval()
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, revision: str | None = None) -> GPT2:
         """Load GPT-2 from a local directory / ``.safetensors`` file or a hub id (see ``gpt2ln.loading``)."""
-        from .loading import load_pretrained
+        from .loading import read_pretrained
 
-        return load_pretrained(name_or_path, revision=revision)
+        return cls.from_hf_state_dict(*read_pretrained(name_or_path, revision=revision))
 
     def to_hf_state_dict(self, prefix: str = "transformer.") -> dict[str, torch.Tensor]:
         """Weights under transformers' names and layouts (``Conv1D``: ``[in, out]``)."""
         from .loading import to_hf_state_dict
 
-        return to_hf_state_dict(self, prefix)
+        return to_hf_state_dict(self.state_dict(), prefix)

@@ -10,6 +10,11 @@ The official ``norm`` (openai/gpt-2, ``src/model.py``) is::
 ``transformers`` calls ``g`` and ``b`` ``weight`` and ``bias``; papers call them
 gamma and beta. Everything here works on any leading shape ``[..., d]``; in the
 model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
+
+Each norm comes twice: a readable function (``layer_norm``, ``rms_norm``, ``dyt``) and a
+module (``LayerNorm``, ``RMSNorm``, ``DyT``) holding the parameters. The LayerNorm and
+RMSNorm modules run PyTorch's fused kernel by default (``fast=True``), the readable
+function with ``fast=False``; :func:`make_norm` builds the one a config asks for.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .config import GPT2Config
+
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 def _check_input(x: torch.Tensor, eps: float, name: str) -> None:
@@ -39,11 +45,9 @@ def _check_input(x: torch.Tensor, eps: float, name: str) -> None:
 
 
 def _check_param(p: torch.Tensor | None, d: int, what: str, name: str) -> None:
-    if p is None:
-        return
-    if not isinstance(p, torch.Tensor):
+    if p is not None and not isinstance(p, torch.Tensor):
         raise TypeError(f"{name}: expected {what} to be a torch.Tensor or None, got {type(p).__name__}")
-    if tuple(p.shape) != (d,):
+    if p is not None and tuple(p.shape) != (d,):
         raise ValueError(
             f"{name}: expected {what} of shape ({d},) to match the last dimension of x, "
             f"got shape {tuple(p.shape)}"
@@ -56,10 +60,7 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def layer_norm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-    eps: float = 1e-5,
+    x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = 1e-5
 ) -> torch.Tensor:
     """GPT-2's LayerNorm over the last axis.
 
@@ -70,19 +71,17 @@ def layer_norm(
     does. float16/bfloat16 inputs are computed in float32 and cast back.
     """
     _check_input(x, eps, "layer_norm")
-    d = x.shape[-1]
-    _check_param(weight, d, "weight", "layer_norm")
-    _check_param(bias, d, "bias", "layer_norm")
-    dtype = _compute_dtype(x)
-    xf = x.to(dtype)
+    _check_param(weight, x.shape[-1], "weight", "layer_norm")
+    _check_param(bias, x.shape[-1], "bias", "layer_norm")
+    xf = x.to(_compute_dtype(x))
     mean = xf.mean(dim=-1, keepdim=True)  # [..., 1]
     xc = xf - mean  # [..., d]
     var = (xc * xc).mean(dim=-1, keepdim=True)  # [..., 1], biased
     y = xc * torch.rsqrt(var + eps)
     if weight is not None:
-        y = y * weight.to(dtype)
+        y = y * weight.to(xf.dtype)
     if bias is not None:
-        y = y + bias.to(dtype)
+        y = y + bias.to(xf.dtype)
     return y.to(x.dtype)
 
 
@@ -94,12 +93,40 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     """
     _check_input(x, eps, "rms_norm")
     _check_param(weight, x.shape[-1], "weight", "rms_norm")
-    dtype = _compute_dtype(x)
-    xf = x.to(dtype)
+    xf = x.to(_compute_dtype(x))
     y = xf * torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps)
     if weight is not None:
-        y = y * weight.to(dtype)
+        y = y * weight.to(xf.dtype)
     return y.to(x.dtype)
+
+
+def dyt(
+    x: torch.Tensor,
+    alpha: torch.Tensor | float,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Dynamic Tanh (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias``, elementwise.
+
+    x: ``[..., d]``; alpha: a number or a 1-element tensor; weight, bias: ``[d]`` or None.
+    No statistics at all: each feature is squashed on its own, so DyT costs one
+    elementwise pass and never looks across the d features the way a norm does.
+    """
+    _check_input(x, 1.0, "dyt")
+    is_tensor = isinstance(alpha, torch.Tensor)
+    if not (
+        alpha.numel() == 1 if is_tensor else isinstance(alpha, (int, float)) and not isinstance(alpha, bool)
+    ):
+        got = f"a tensor of shape {tuple(alpha.shape)}" if is_tensor else type(alpha).__name__
+        raise TypeError(f"dyt: expected alpha to be a number or a 1-element tensor, got {got}")
+    _check_param(weight, x.shape[-1], "weight", "dyt")
+    _check_param(bias, x.shape[-1], "bias", "dyt")
+    y = torch.tanh(alpha * x)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
 
 
 def _check_module_args(d: int, eps: float, name: str) -> None:
@@ -110,17 +137,16 @@ def _check_module_args(d: int, eps: float, name: str) -> None:
 
 
 def _check_module_input(x: torch.Tensor, d: int, name: str) -> None:
-    """The cheap checks a module's fast path needs: a float tensor ``[..., d]``."""
-    if type(x) is torch.Tensor and x.dtype in _FLOATS and x.ndim and x.shape[-1] == d:
-        return  # the common case, in one line
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected x to be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(
-            f"{name}: expected a floating-point tensor, got dtype {x.dtype}; convert with x.float()"
-        )
+    """What a module's fast path needs: a float tensor ``[..., d]`` (TypeError/ValueError otherwise)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        _check_input(x, 1.0, name)
     if x.ndim == 0 or x.shape[-1] != d:
         raise ValueError(f"{name}: expected x of shape [..., {d}], got shape {tuple(x.shape)}")
+
+
+def _cast(p: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """p in dtype (no call at all when it already is: these run once per norm per token)."""
+    return p if p is None or p.dtype == dtype else p.to(dtype)
 
 
 class LayerNorm(nn.Module):
@@ -144,7 +170,7 @@ class LayerNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
-        _check_module_input(x, self.d, "LayerNorm")
+        _check_module_input(x, self.d, "LayerNorm")  # the fused kernel: one pass over memory
         return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -168,43 +194,11 @@ class RMSNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
             return rms_norm(x, self.weight, self.eps)
-        _check_module_input(x, self.d, "RMSNorm")
+        _check_module_input(x, self.d, "RMSNorm")  # the fused kernel
         return F.rms_norm(x, (self.d,), _cast(self.weight, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.d}, eps={self.eps}, fast={self.fast}"
-
-
-def dyt(
-    x: torch.Tensor,
-    alpha: torch.Tensor | float,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Dynamic Tanh (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias``, elementwise.
-
-    x: ``[..., d]``; alpha: a number or a 1-element tensor; weight, bias: ``[d]`` or None.
-    No statistics at all: each feature is squashed on its own, so DyT costs one
-    elementwise pass and never looks across the d features the way a norm does.
-    """
-    _check_input(x, 1.0, "dyt")
-    scalar = isinstance(alpha, torch.Tensor) and alpha.numel() == 1
-    if not scalar and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
-        got = (
-            f"a tensor of shape {tuple(alpha.shape)}"
-            if isinstance(alpha, torch.Tensor)
-            else type(alpha).__name__
-        )
-        raise TypeError(f"dyt: expected alpha to be a number or a 1-element tensor, got {got}")
-    d = x.shape[-1]
-    _check_param(weight, d, "weight", "dyt")
-    _check_param(bias, d, "bias", "dyt")
-    y = torch.tanh(alpha * x)
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
 
 
 class DyT(nn.Module):
@@ -234,9 +228,13 @@ class DyT(nn.Module):
         return f"{self.d}, alpha_init={self.alpha_init}"
 
 
-def _cast(p: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """p in dtype (no call at all when it already is: these run once per norm per token)."""
-    return p if p is None or p.dtype == dtype else p.to(dtype)
+def make_norm(config: GPT2Config, d: int) -> nn.Module:
+    """The norm ``config.norm`` asks for, of width d (``nn.Identity`` for ``norm="none"``)."""
+    if config.norm == "rmsnorm":
+        return RMSNorm(d, eps=config.layer_norm_epsilon)
+    if config.norm == "dyt":
+        return DyT(d, alpha_init=config.dyt_alpha)
+    return nn.Identity() if config.norm == "none" else LayerNorm(d, eps=config.layer_norm_epsilon)
 
 
 def set_fast(module: nn.Module, fast: bool) -> nn.Module:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .attention import CausalSelfAttention
+from .attention import causal_mask
 from .data import get_batch
 from .device import get_device
 from .model import GPT2
@@ -207,32 +207,83 @@ def _check_data(name: str, data: torch.Tensor, model: GPT2, block_size: int) -> 
 
 
 @torch.no_grad()
-def estimate_loss(
+def evaluate_loss(
     model: GPT2,
-    data: torch.Tensor,
-    batch_size: int,
+    tokens: torch.Tensor,
     block_size: int,
-    batches: int = 20,
+    batch_size: int = 32,
+    batches: int | None = None,
     generator: torch.Generator | None = None,
 ) -> float:
-    """Mean cross-entropy (nats per token) over ``batches`` random batches of data ``[N]``.
+    """Mean cross-entropy (nats per token) of the model's next-token predictions on tokens ``[N]``.
 
-    Runs in eval mode without gradients and restores the model's mode. With no
-    ``generator`` the batches come from seed 0, so repeated calls see the same text.
+    The one loss evaluation of the package (``train``'s validation loss, the shipped small
+    model's loss, the chapters'). It reads windows of ``block_size`` consecutive tokens: in
+    each window ``w`` the model reads ``w[:-1]`` and predicts ``w[1:]``, every token from the
+    ones before it in that window; the result is the mean negative log-likelihood of all these
+    predictions, summed in float64. ``block_size`` is in ``2 .. n_ctx + 1``.
+
+    - ``batches=None`` (default): every token, deterministically. The windows are consecutive
+      and do not overlap, ``tokens[0:block_size]``, ``tokens[block_size:2 * block_size]``, ...
+      (the last holds the ``N % block_size`` remaining tokens, if there are two or more), so
+      every token is predicted once except the first of each window:
+      ``N - ceil(N / block_size)`` predictions. Use ``n_ctx + 1`` for the model's full context.
+    - ``batches=n``: ``n`` batches of ``batch_size`` windows at random starts, drawn with
+      ``gpt2ln.get_batch(tokens, batch_size, block_size - 1, generator)`` (seed 0 if no
+      ``generator``, so repeated calls see the same text): how ``train`` measures validation.
+
+    Runs in eval mode without gradients, in batches of ``batch_size`` windows on the model's
+    device, and restores the model's mode.
     """
-    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
-        raise ValueError(f"estimate_loss: expected batches to be a positive integer, got {batches!r}")
-    generator = torch.Generator().manual_seed(0) if generator is None else generator
+    if not isinstance(model, GPT2):
+        raise TypeError(f"evaluate_loss: expected a gpt2ln.GPT2 model, got {type(model).__name__}")
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 1 or tokens.is_floating_point():
+        is_tensor = isinstance(tokens, torch.Tensor)
+        got = f"{tuple(tokens.shape)} {tokens.dtype}" if is_tensor else type(tokens).__name__
+        raise ValueError(f"evaluate_loss: expected tokens to be a 1-D integer tensor [N], got {got}")
+    for name, v, lo, hi in (
+        ("block_size", block_size, 2, model.config.n_ctx + 1),
+        ("batch_size", batch_size, 1, None),
+        ("batches", 1 if batches is None else batches, 1, None),
+    ):
+        if not _is_int(v) or v < lo or (hi is not None and v > hi):
+            want = f"an int in {lo}..{hi}" if hi is not None else f"an int >= {lo}"
+            raise ValueError(f"evaluate_loss: expected {name} to be {want}, got {v!r}")
+    if len(tokens) < 2:
+        raise ValueError(f"evaluate_loss: need at least 2 tokens to predict one, got {len(tokens)}")
+    if batches is None:
+        n_full = len(tokens) // block_size
+        full = tokens[: n_full * block_size].view(n_full, block_size)  # [n_full, block_size]
+        windows = [full[i : i + batch_size] for i in range(0, n_full, batch_size)]
+        if len(tokens) - n_full * block_size >= 2:
+            windows.append(tokens[n_full * block_size :][None, :])  # [1, N % block_size]
+        pairs = [(w[:, :-1], w[:, 1:]) for w in windows]
+    else:
+        generator = torch.Generator().manual_seed(0) if generator is None else generator
+        pairs = (get_batch(tokens, batch_size, block_size - 1, generator) for _ in range(batches))
     was_training = model.training
     model.eval()
+    total, count = 0.0, 0
     try:
-        total = 0.0
-        for _ in range(batches):
-            x, y = get_batch(data, batch_size, block_size, generator, device=model.device)
-            total += lm_loss(model(x), y)[1].item()
+        for x, y in pairs:
+            x, y = x.long().to(model.device), y.long().to(model.device)
+            logits = model(x)  # [b, t, vocab]
+            nll = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), reduction="sum"
+            )
+            total += float(nll.double())
+            count += y.numel()
     finally:
         model.train(was_training)
-    return total / batches
+    return total / count
+
+
+@torch.no_grad()
+def max_abs_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q ``[B, H, T, D]``, k ``[B, H, T_k, D]`` -> max |q.k / sqrt(D)| over the causal entries (0-d)."""
+    scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(q.shape[-1]))  # [B, H, T, T_k]
+    future = ~causal_mask(q.shape[2], k.shape[2], q.device)
+    return scores.masked_fill_(future, 0.0).abs_().amax()  # in place: one [B, H, T, T_k] buffer
 
 
 def train(
@@ -268,31 +319,27 @@ def train(
     batches = torch.Generator().manual_seed(cfg.seed)
     optimizer = make_optimizer(model, cfg)
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    attns = [m for m in model.modules() if isinstance(m, CausalSelfAttention)]
     history = TrainHistory()
-
-    def evaluate(step: int) -> None:
-        if val_data is not None:
-            gen = torch.Generator().manual_seed(cfg.seed + 1)  # the same val batches every time
-            history.val_step.append(step)
-            history.val_loss.append(
-                estimate_loss(model, val_data, cfg.batch_size, cfg.block_size, cfg.eval_batches, gen)
-            )
-
+    attn_max: list[torch.Tensor] = []  # each layer's largest |score| in the last forward, in order
+    hooks = [  # on each attention's inputs q, k: one extra q @ k^T, no [B, H, T, T] kept
+        block.attn.attend.register_forward_pre_hook(lambda m, args: attn_max.append(max_abs_score(*args[:2])))
+        for block in model.h
+        if cfg.log_attn_max
+    ]
     was_training = model.training
     model.train()
-    for m in attns:
-        m.track_max_score = cfg.log_attn_max
     bar = tqdm(range(cfg.steps), disable=not progress, desc="train", unit="step")
     try:
         for step in bar:
-            if step % cfg.eval_interval == 0:
-                evaluate(step)
+            if step % cfg.eval_interval == 0 and val_data is not None:
+                history.val_step.append(step)
+                history.val_loss.append(_val_loss(model, val_data, cfg))
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = get_batch(train_data, cfg.batch_size, cfg.block_size, batches, device=device)
             optimizer.zero_grad(set_to_none=True)
+            attn_max.clear()
             loss, ce = lm_loss(model(x), y, cfg.z_loss)
             finite = bool(torch.isfinite(loss))
             grad_norm = math.nan
@@ -307,17 +354,25 @@ def train(
             history.ce.append(ce.item())
             history.grad_norm.append(grad_norm)
             if cfg.log_attn_max:
-                history.attn_max.append(torch.stack([m.max_score for m in attns]).tolist())
+                history.attn_max.append(torch.stack(attn_max).tolist())
             if not finite:
                 history.diverged, history.diverged_step = True, step
                 break
             optimizer.step()
             bar.set_postfix(loss=f"{history.loss[-1]:.3f}", refresh=False)
         else:
-            evaluate(cfg.steps)
+            if val_data is not None:
+                history.val_step.append(cfg.steps)
+                history.val_loss.append(_val_loss(model, val_data, cfg))
     finally:
         bar.close()
-        for m in attns:
-            m.track_max_score, m.max_score = False, None
+        for h in hooks:
+            h.remove()
         model.train(was_training)
     return history
+
+
+def _val_loss(model: GPT2, val_data: torch.Tensor, cfg: TrainConfig) -> float:
+    """The validation loss ``train`` logs: the same ``eval_batches`` batches every time."""
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    return evaluate_loss(model, val_data, cfg.block_size + 1, cfg.batch_size, cfg.eval_batches, gen)

@@ -16,7 +16,7 @@ arguments default to the shipped run. Writes to ``--out``:
 - ``train_log.json``: both configs, the per-step training loss, the validation
   curve (``eval_batches`` random batches of the 3 validation plays every
   ``eval_interval`` steps), the final loss over the whole validation split
-  (``gpt2ln.tiny.evaluate``, windows of ``n_ctx``), wall time, versions, threads, seed.
+  (``gpt2ln.evaluate_loss``, windows of ``n_ctx``), wall time, versions, threads, seed.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from gpt2ln import GPT2, GPT2Config, TrainConfig, load_pretrained, load_tokens, train
+from gpt2ln import GPT2, GPT2Config, TrainConfig, evaluate_loss, load_pretrained, load_tokens, train
 from gpt2ln.loading import config_to_json
-from gpt2ln.tiny import evaluate
 from gpt2ln.train import TrainHistory
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "gpt2ln" / "assets" / "tiny"
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     model, history, train_s = run(config, cfg, args.threads, progress=not args.no_progress)
     val_data = load_tokens("val")
     t0 = time.perf_counter()
-    val_loss = evaluate(model, val_data, config.n_ctx)
+    val_loss = evaluate_loss(model, val_data, config.n_ctx)
     eval_s = time.perf_counter() - t0
     print(f"trained in {train_s / 60:.1f} min; validation loss {val_loss:.4f} nats/byte", flush=True)
 
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     save_file(model.to_hf_state_dict(prefix=""), str(weights), metadata={"format": "pt"})
     weights.chmod(0o644)  # safetensors creates it readable by its owner only
     (args.out / "config.json").write_text(json.dumps(hf_config(config), indent=2) + "\n")
-    reloaded = evaluate(load_pretrained(args.out), val_data, config.n_ctx)
+    reloaded = evaluate_loss(load_pretrained(args.out), val_data, config.n_ctx)
     if abs(reloaded - val_loss) > 1e-6:
         sys.exit(f"the saved model gives validation loss {reloaded}, not {val_loss}")
 
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         },
         "val": {"step": history.val_step, "loss": [round(x, 6) for x in history.val_loss]},
         "final_val_loss": val_loss,
-        "final_val_loss_definition": "gpt2ln.tiny.evaluate(model, load_tokens('val'), block_size=n_ctx)",
+        "final_val_loss_definition": "gpt2ln.evaluate_loss(model, load_tokens('val'), block_size=n_ctx)",
         "train_wall_s": round(train_s, 1),
         "eval_wall_s": round(eval_s, 1),
         "threads": args.threads,
@@ -200,7 +199,7 @@ def rerun_check(args: argparse.Namespace) -> None:
                 "wall_s": round(seconds, 1),
                 "cpu_s": round(cpu, 1),
                 "loss": history.ce,
-                "val_loss": evaluate(model, val_data, config.n_ctx),
+                "val_loss": evaluate_loss(model, val_data, config.n_ctx),
                 "weights": model.state_dict(),
             }
         )

@@ -94,7 +94,7 @@ def _gpt2ln_module(x, wa, ba, wp, bp, n_head):
         attn.c_attn.bias.copy_(ba)
         attn.c_proj.weight.copy_(wp.T)
         attn.c_proj.bias.copy_(bp)
-        return attn(x)[0]
+        return attn(x)
 
 
 def _numpy(x, wa, ba, wp, bp, n_head):

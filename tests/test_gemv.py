@@ -1,11 +1,13 @@
 """gpt2ln.gemv.linear: the multi-core matrix-vector product equals F.linear wherever it is used,
-and hands everything else to F.linear."""
+and hands everything else to F.linear; gemv.multicore applies it to a model's products, only
+inside its `with` block."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt2ln.gemv import MAX_ROWS, Linear, linear
+from gpt2ln import GPT2, GPT2Config
+from gpt2ln.gemv import MAX_ROWS, linear, multicore
 
 
 @pytest.fixture
@@ -50,23 +52,38 @@ def test_many_rows_one_thread_and_autograd_use_f_linear(two_threads, monkeypatch
     assert calls == [1]
 
 
-def test_linear_module_is_an_nn_linear_with_the_same_state():
-    m = Linear(8, 16)
-    assert isinstance(m, torch.nn.Linear) and set(m.state_dict()) == {"weight", "bias"}
-    x = torch.randn(3, 8)
-    torch.testing.assert_close(m(x), F.linear(x, m.weight, m.bias))
-    with pytest.raises(RuntimeError):  # a wrong width fails as F.linear does
-        m(torch.randn(1, 7))
-
-
-def test_disabled_sends_everything_to_f_linear(two_threads, monkeypatch):
-    from gpt2ln import gemv
-
+@pytest.fixture
+def bmm_calls(monkeypatch):
     calls = []
     real_bmm = torch.bmm
     monkeypatch.setattr(torch, "bmm", lambda *a: calls.append(1) or real_bmm(*a))
-    with gemv.disabled():
-        linear(torch.randn(1, 8), torch.randn(16, 8))
-    assert calls == [] and gemv.ENABLED
-    linear(torch.randn(1, 8), torch.randn(16, 8))
-    assert calls == [1]
+    return calls
+
+
+def test_multicore_sends_linear_and_matmul_by_a_transposed_weight_to_gemv(two_threads, bmm_calls):
+    lin, w, x = torch.nn.Linear(8, 16), torch.randn(50, 8), torch.randn(1, 1, 8)
+    w_in_out = torch.randn(8, 50)  # [in, out]: its transpose is not contiguous
+    with torch.no_grad():
+        plain = (lin(x), x @ w.T, x @ w_in_out)
+        assert bmm_calls == []  # outside the block: F.linear and matmul
+        with multicore():
+            fast = (lin(x), x @ w.T, torch.matmul(x, w.T), x @ w_in_out)  # the last: not a W.T
+        assert len(bmm_calls) == 3
+        lin(x)
+    assert len(bmm_calls) == 3  # nothing stays switched on
+    for a, b in zip(fast, (*plain[:2], plain[1], plain[2]), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    with multicore(), pytest.raises(RuntimeError):  # a wrong width fails as F.linear does
+        lin(torch.randn(1, 7))
+
+
+def test_generate_uses_gemv_unless_told_not_to(two_threads, bmm_calls):
+    model = GPT2(GPT2Config(vocab_size=97, n_ctx=32, n_embd=48, n_layer=2, n_head=4)).eval()
+    idx = torch.randint(0, 97, (1, 5))
+    a = model.generate(idx, 6, temperature=0, gemv=False)
+    assert bmm_calls == []
+    b = model.generate(idx, 6, temperature=0)
+    # 5 one-token steps after the prompt's, each 2 layers x 4 products + the unembedding, and the
+    # prompt step's unembedding (of its last position only)
+    assert len(bmm_calls) == 5 * (2 * 4 + 1) + 1
+    assert torch.equal(a, b)

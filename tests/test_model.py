@@ -6,6 +6,7 @@ import torch
 from hf_utils import hf_model
 
 from gpt2ln import GPT2, GPT2Config, KVCache
+from gpt2ln.kv_cache import decoding
 
 SMALL = GPT2Config(vocab_size=97, n_ctx=32, n_embd=48, n_layer=3, n_head=4)
 
@@ -239,7 +240,8 @@ def test_kv_cache_in_chunks_equals_one_full_forward():
     kv = KVCache.for_model(SMALL, batch=2, max_len=20)
     with torch.no_grad():
         full = model(idx)
-        parts = [model._run(idx[:, a:b], kv) for a, b in [(0, 7), (7, 8), (8, 20)]]
+        with decoding(model, kv):
+            parts = [model(idx[:, a:b]) for a, b in [(0, 7), (7, 8), (8, 20)]]
     assert kv.length == 20
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=0)
 
@@ -270,7 +272,8 @@ def test_last_only_logits_are_the_last_row_of_the_full_logits():
     model = GPT2(SMALL).eval()
     idx = torch.randint(0, SMALL.vocab_size, (3, 11))
     with torch.no_grad():
-        last = model._run(idx, last_only=True)
+        with decoding(model, last_only=True):
+            last = model(idx)
         full = model(idx)
     assert last.shape == (3, 1, SMALL.vocab_size)
     torch.testing.assert_close(last, full[:, -1:], atol=1e-6, rtol=0)

@@ -1,4 +1,4 @@
-"""gpt2ln.numerics: the three variance algorithms, the parallel merge, and the timing helpers."""
+"""gpt2ln.numerics: the three variance algorithms and the parallel merge."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ import pytest
 import torch
 
 from gpt2ln import (
-    copy_bandwidth,
-    time_fn,
-    time_interleaved,
     variance_one_pass,
     variance_two_pass,
     variance_welford,
@@ -129,19 +126,3 @@ def test_helper_validation():
         welford_merge((1, 0.0), (1, 0.0, 0.0))
     with pytest.raises(ValueError, match="counts"):
         welford_merge((-1, 0.0, 0.0), (1, 0.0, 0.0))
-    with pytest.raises(TypeError, match="callable"):
-        time_fn(3)
-    with pytest.raises(ValueError, match="repeats"):
-        time_fn(lambda: None, repeats=0)
-    with pytest.raises(ValueError, match="nbytes"):
-        copy_bandwidth(nbytes=0)
-    with pytest.raises(TypeError, match="dict"):
-        time_interleaved({})
-
-
-def test_timing_helpers_return_positive_numbers():
-    assert time_fn(torch.zeros, 10, repeats=3, warmup=1) > 0
-    gbps = copy_bandwidth(nbytes=2**20, repeats=3)
-    assert 0 < gbps < 1e5
-    t = time_interleaved({"a": lambda: torch.zeros(10), "b": lambda: torch.ones(10)}, repeats=3)
-    assert set(t) == {"a", "b"} and all(v > 0 for v in t.values())

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 import gpt2ln
 from gpt2ln import GPT2, ByteTokenizer, GPT2Config, LayerNorm, load_tiny, load_tokens
-from gpt2ln.tiny import evaluate, tiny_train_log
+from gpt2ln import evaluate_loss as evaluate
+from gpt2ln.tiny import tiny_train_log
 
 MAX_VAL_LOSS = 1.70  # nats per byte, mean over the three held-out plays
 MAX_WEIGHT_BYTES = 25_000_000
@@ -91,7 +92,7 @@ def test_is_gpt2_architecture(tiny):
     torch.testing.assert_close(logits, cache["ln_f.out"] @ model.wte.weight.T)
     # pre-norm: the block adds to the residual stream what its sub-layers make of ln(x)
     b0, h0 = model.h[0], cache["resid_pre.0"]
-    a, _ = b0.attn(b0.ln_1(h0))
+    a = b0.attn(b0.ln_1(h0))
     torch.testing.assert_close(cache["resid_mid.0"], h0 + a)
 
 

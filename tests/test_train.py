@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from gpt2ln import GPT2, GPT2Config, TrainConfig, estimate_loss, get_batch, load_tokens, lr_at, train
+from gpt2ln import GPT2, GPT2Config, TrainConfig, evaluate_loss, get_batch, load_tokens, lr_at, train
 
 TINY = GPT2Config(vocab_size=256, n_ctx=32, n_embd=32, n_layer=2, n_head=2)
 CFG = TrainConfig(
@@ -122,7 +123,7 @@ def test_attention_max_matches_run_with_cache(data):
         expected.append(scores[torch.isfinite(scores)].abs().max().item())
     assert len(h.attn_max) == 2 and all(len(row) == TINY.n_layer for row in h.attn_max)
     assert h.attn_max[0] == pytest.approx(expected, rel=1e-6)
-    assert all(not m.track_max_score and m.max_score is None for m in (b.attn for b in model.h))
+    assert all(not b.attn.attend._forward_pre_hooks for b in model.h)  # the hooks are gone
 
     off = train(
         tiny_model(), data[0], None, CFG.replace(steps=2, warmup_steps=0, log_attn_max=False), progress=False
@@ -146,18 +147,23 @@ def test_divergence_is_recorded_not_raised(data):
 
 
 # ---------------------------------------------------------------- evaluation
-def test_estimate_loss(data):
+def test_evaluate_loss_on_random_batches(data):
     model = tiny_model()
     model.train()
-    a = estimate_loss(model, data[1], batch_size=4, block_size=16, batches=3)
-    b = estimate_loss(model, data[1], 4, 16, 3, torch.Generator().manual_seed(0))
+    a = evaluate_loss(model, data[1], block_size=17, batch_size=4, batches=3)
+    b = evaluate_loss(model, data[1], 17, 4, 3, torch.Generator().manual_seed(0))
     assert a == b and a == pytest.approx(math.log(256), abs=0.05)
     assert model.training  # mode restored
+    gen = torch.Generator().manual_seed(0)  # the batches are get_batch's, windows of block_size tokens
+    batches = [get_batch(data[1], 4, 16, gen) for _ in range(3)]
+    with torch.no_grad():
+        ref = [F.cross_entropy(model.eval()(x).flatten(0, 1), y.flatten()) for x, y in batches]
+    assert a == pytest.approx(torch.stack(ref).mean().item(), rel=1e-6)
     model.eval()
-    estimate_loss(model, data[1], 4, 16, 1)
+    evaluate_loss(model, data[1], 17, 4, 1)
     assert not model.training
     with pytest.raises(ValueError, match="batches"):
-        estimate_loss(model, data[1], 4, 16, 0)
+        evaluate_loss(model, data[1], 17, 4, 0)
 
 
 # ---------------------------------------------------------------- bad input

@@ -37,22 +37,6 @@ __all__ = ["check_lr_schedule", "check_post_norm_block", "check_pre_norm_block"]
 
 
 # ------------------------------------------------------------------------------------- blocks
-def _tensor(out: Any) -> torch.Tensor:
-    """A module's output as one tensor (the package's attention and Block once returned (y, cache))."""
-    return out[0] if isinstance(out, tuple) else out
-
-
-class _Sub(nn.Module):
-    """A sub-layer of a ``gpt2ln.Block`` as a module ``[B, T, d] -> [B, T, d]``."""
-
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.module = module
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _tensor(self.module(x))
-
-
 @dataclass
 class _BlockCase:
     what: str
@@ -63,11 +47,11 @@ class _BlockCase:
     def sublayers(self, *extra: str) -> tuple[nn.Module, ...]:
         """attn, mlp, ln_1, ln_2 (then the ``extra`` norms by name) as modules ``[B, T, d] -> [B, T, d]``."""
         b = self.block
-        return (_Sub(b.attn), b.mlp, b.ln_1, b.ln_2, *(getattr(b, n) for n in extra))
+        return (b.attn, b.mlp, b.ln_1, b.ln_2, *(getattr(b, n) for n in extra))
 
     def truth(self) -> torch.Tensor:
         with torch.no_grad():
-            return _tensor(self.block(self.x))
+            return self.block(self.x)
 
 
 def _block_cases(position: str = "post") -> list[_BlockCase]:
