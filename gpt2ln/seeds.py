@@ -17,6 +17,7 @@ import atexit
 import math
 import multiprocessing
 import os
+import signal
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -59,6 +60,7 @@ def chapter_seeds(n: int = 3) -> list[int]:
 
 
 def _init_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a stopped kernel stops its workers through the pool
     torch.set_num_threads(1)
 
 
@@ -223,3 +225,20 @@ def spread(values: Sequence[float]) -> Spread:
     if not finite:
         return Spread(math.nan, math.nan, math.nan)
     return Spread(statistics.median(finite), min(finite), max(finite))
+
+
+def glue(name: str, value: Any, fmt: str = "") -> str:
+    """Put ``format(value, fmt)`` into the book's text as ``{glue:text}`name```, and return it.
+
+    In the book build this is myst-nb's ``glue`` (the value is not shown in the cell's
+    output); anywhere else (a plain Jupyter or Colab session) it only returns the text.
+    """
+    text = format(value, fmt)
+    try:
+        from IPython import get_ipython
+        from myst_nb import glue as _glue
+    except ImportError:  # outside the book build there is no text to put it into
+        return text
+    if get_ipython() is not None:  # in a kernel: the build reads the glued value from the output
+        _glue(name, text, display=False)
+    return text
