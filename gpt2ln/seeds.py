@@ -150,12 +150,13 @@ class TrainJob:
 @dataclass
 class TrainResult:
     """What ``train_job`` returns: the job, its ``TrainHistory``, the trained weights (on the
-    CPU) and the seconds the training took (in the worker)."""
+    CPU), the wall-clock seconds the training took and the CPU seconds its process spent on it."""
 
     job: TrainJob
     history: TrainHistory
     state: dict[str, torch.Tensor] = field(repr=False)
     seconds: float
+    cpu_seconds: float = math.nan
 
     def model(self) -> GPT2:
         """The trained model, rebuilt from the weights, in eval mode on the CPU."""
@@ -181,11 +182,11 @@ def train_job(job: TrainJob) -> TrainResult:
     if job.hook is not None:
         HOOKS[job.hook](model)
     data = _tokens()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     history = train(model, data["train"], data["val"], job.cfg, progress=False)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return TrainResult(job=job, history=history, state=state, seconds=seconds)
+    return TrainResult(job=job, history=history, state=state, seconds=seconds, cpu_seconds=cpu_seconds)
 
 
 _TOKENS: dict[str, torch.Tensor] = {}
