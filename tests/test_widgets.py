@@ -142,9 +142,11 @@ def _attention_row(q: torch.Tensor, keys: torch.Tensor, qk_norm: bool) -> tuple[
         x = torch.zeros(1, T, 2 * D, dtype=torch.float64)
         x[0, :, D:] = keys
         x[0, -1, :D] = q
-        cache: dict[str, torch.Tensor] = {}
-        attn(x, cache=cache, layer=0)
-    return cache["attn_scores.0"][0, 0, -1], cache["attn_pattern.0"][0, 0, -1]
+        qk: list[torch.Tensor] = []  # the queries and keys the attention computes with (QK-norm applied)
+        attn.attend.register_forward_pre_hook(lambda m, args: qk.extend(args[:2]))
+        attn(x)
+    scores = gpt2ln.attention_scores(*qk)  # [1, H, T, T], as run_with_cache records them
+    return scores[0, 0, -1], scores.softmax(-1)[0, 0, -1]
 
 
 @needs_node
@@ -214,7 +216,8 @@ def test_block_diagram_order_is_gpt2ln_blocks_call_order(position):
     block = gpt2ln.Block(config).eval()
     called: list[str] = []
     for name, module in block.named_children():
-        module.register_forward_hook(lambda m, i, o, name=name: called.append(name))
+        if not isinstance(module, gpt2ln.HookPoint):  # the hook points name values, not components
+            module.register_forward_hook(lambda m, i, o, name=name: called.append(name))
     with torch.no_grad():
         block(torch.randn(1, 4, 16))
     fig = live.block_diagram(config, positions=[position])
@@ -256,7 +259,7 @@ def test_residual_lens_data_equals_an_independent_recomputation():
             x = model.wte(idx) + model.wpe(torch.arange(idx.shape[1]))
             stream = [x]
             for block in model.h:
-                x = block(x)[0]
+                x = block(x)
                 stream.append(x)
             ln = model.ln_f
             for l, xl in enumerate(stream):
