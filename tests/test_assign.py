@@ -286,7 +286,7 @@ def test_student_notebook_runs_until_the_first_exercise_check(name, tmp_path):
     nbformat.validate(student)
     expected = _expected_failing_cell(student)
     client = NotebookClient(
-        student, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+        student, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
     )
     if expected is None:
         client.execute()
