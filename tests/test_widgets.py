@@ -19,6 +19,7 @@ import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from nested_close import assert_nested_close
 
 import gpt2ln
 from gpt2ln import GPT2Config
@@ -47,18 +48,7 @@ def run_js(calls: list[tuple[str, dict, dict]]) -> list[dict]:
 
 def close(a, b, tol: float = TOL, path: str = "") -> None:
     """Assert two JSON-like structures are equal, numbers to within tol."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {sorted(a)} vs {sorted(b)}"
-        for k in a:
-            close(a[k], b[k], tol, f"{path}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
-        for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            close(u, v, tol, f"{path}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=0, abs_tol=tol), f"{path}: {a} vs {b}"
-    else:
-        assert a == b, f"{path}: {a!r} vs {b!r}"
+    assert_nested_close(a, b, tol, path)
 
 
 def t64(v) -> torch.Tensor:

@@ -23,6 +23,8 @@ if _REASON:
         pytest.fail(f"browser tests cannot run in CI: {_REASON}", pytrace=False)
     pytest.skip(f"browser tests skipped: {_REASON}", allow_module_level=True)
 
+from nested_close import assert_nested_close as same  # noqa: E402
+
 import gpt2ln  # noqa: E402
 from gpt2ln import GPT2Config  # noqa: E402
 from gpt2ln import widgets as live  # noqa: E402
@@ -84,22 +86,6 @@ def close_to(a, b, tol: float, what: str) -> None:
     a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
     err = (a - b).abs().max().item()
     assert err <= tol, f"{what}: differs by {err:.2e} (> {tol})"
-
-
-def same(a, b, tol: float, path: str) -> None:
-    """Two JSON-like structures are equal, numbers to within tol."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys differ"
-        for k in a:
-            same(a[k], b[k], tol, f"{path}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
-        for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            same(u, v, tol, f"{path}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=0, abs_tol=tol), f"{path}: {a} vs {b}"
-    else:
-        assert a == b, f"{path}: {a!r} vs {b!r}"
 
 
 def number(text: str) -> float:
