@@ -15,11 +15,13 @@ causal-mask buffers. Both are accepted. ``Conv1D`` weights (``c_attn``, ``c_proj
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -193,6 +195,37 @@ def _load_safetensors(
     return state_dict, config
 
 
+#: The released GPT-2 small on the Hugging Face Hub, pinned to one commit: chapters 9 and 10 load this.
+GPT2_REPO = "openai-community/gpt2"
+GPT2_REVISION = "607a30d783dfa663caf39e06633721c8d4cfcd7e"
+#: What identifies the released weights: the size and SHA-256 of ``model.safetensors`` at
+#: ``GPT2_REVISION`` (the Hub lists the same digest as the file's LFS id). A repo id and a revision
+#: are names any server can answer to; the digest is of the bytes themselves.
+GPT2_SAFETENSORS_BYTES = 548_105_171
+GPT2_SAFETENSORS_SHA256 = "248dfc3911869ec493c76e65bf2fcf7f615828b0254c12b473182f0f81d3a707"
+#: GPT-2's tokenizer files on the Hub (all optional: ``vocab.json`` + ``merges.txt`` or
+#: ``tokenizer.json`` is enough for transformers' ``AutoTokenizer``).
+TOKENIZER_FILES = ("tokenizer_config.json", "vocab.json", "merges.txt", "tokenizer.json")
+
+
+def is_released_gpt2(weights: str | Path) -> bool:
+    """Whether ``weights`` (a ``model.safetensors``) is byte for byte the released GPT-2 small's:
+    its size, then its SHA-256, against ``GPT2_SAFETENSORS_BYTES`` / ``GPT2_SAFETENSORS_SHA256``."""
+    path = Path(weights)
+    if not path.is_file() or path.stat().st_size != GPT2_SAFETENSORS_BYTES:
+        return False
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest() == GPT2_SAFETENSORS_SHA256
+
+
+def hub_endpoint() -> str:
+    """The Hub's address: ``HF_ENDPOINT`` if set (read at each call), else https://huggingface.co."""
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
 def hub_available(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face Hub answers a TCP connect within ``timeout`` seconds.
 
@@ -201,7 +234,7 @@ def hub_available(timeout: float = 3.0) -> bool:
     """
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    url = urlparse(hub_endpoint())
     host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
     result = [False]
 
@@ -218,32 +251,133 @@ def hub_available(timeout: float = 3.0) -> bool:
     return result[0]
 
 
+class HubStalledError(TimeoutError):
+    """A download from the Hub made no progress for too long (the server stopped answering)."""
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes in the files under ``folder`` (0 if it does not exist); partial downloads included."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def hub_download(
+    repo_id: str,
+    filenames: tuple[str, ...] | list[str],
+    revision: str | None = None,
+    timeout: float = 3.0,
+    optional: tuple[str, ...] | list[str] = (),
+    cache_dir: str | Path | None = None,
+) -> dict[str, Path]:
+    """Files of one revision of a Hub model repository, from the local Hugging Face cache if they
+    are all there (no network), else downloaded with ``huggingface_hub`` from ``hub_endpoint()``.
+
+    Returns ``{filename: local path}``; a file in ``optional`` that the repository does not have
+    (HTTP 404) is left out. Never hangs on the network: it fails with ``ConnectionError`` if the
+    endpoint does not accept a connection within ``timeout`` s, each request waits ``timeout`` s for
+    its answer, and the whole fetch fails with ``HubStalledError`` once nothing has arrived for
+    ``2 * timeout`` s (``huggingface_hub`` 1.x and later retry a timed-out request for a minute; the
+    abandoned request finishes or times out in a daemon thread). Other errors are
+    ``huggingface_hub``'s own (``RevisionNotFoundError``, ``EntryNotFoundError``, ...).
+    ``cache_dir`` defaults to ``HF_HUB_CACHE`` read at call time, then ``huggingface_hub``'s default.
+    """
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
+
+    repo_id = HUB_ALIASES.get(repo_id, repo_id)
+    if timeout <= 0:
+        raise ValueError(f"hub_download: timeout must be positive, got {timeout}")
+    cache = cache_dir if cache_dir is not None else os.environ.get("HF_HUB_CACHE") or None
+    names = list(dict.fromkeys([*filenames, *optional]))
+    cached = _from_cache(repo_id, names, optional, revision, cache)
+    if cached is not None:  # all in the local hub cache: no network needed
+        return cached
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        raise ConnectionError(
+            f"cannot load {repo_id!r}: HF_HUB_OFFLINE is set and the files are not in the local cache"
+        )
+    if not hub_available(timeout):
+        url = urlparse(hub_endpoint())
+        raise ConnectionError(
+            f"cannot load {repo_id!r}: the Hugging Face Hub at {url.scheme}://{url.netloc} is not reachable "
+            f"(no answer within {timeout:g} s) and the files are not in the local cache.\nOffline, pass a "
+            "local directory holding model.safetensors and config.json instead (for example one "
+            "written by transformers' GPT2LMHeadModel.save_pretrained)."
+        )
+    endpoint = hub_endpoint()
+    folder = Path(cache or constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
+    done: dict[str, Path] = {}
+    outcome: list[BaseException] = []
+    finished = threading.Event()
+
+    def fetch() -> None:
+        try:
+            for name in names:
+                try:
+                    path = hf_hub_download(
+                        repo_id,
+                        name,
+                        revision=revision,
+                        cache_dir=cache,
+                        endpoint=endpoint,
+                        etag_timeout=timeout,
+                    )
+                    done[name] = Path(path)
+                except EntryNotFoundError as e:  # a 404 for the file itself (not a local-cache miss)
+                    if name not in optional or isinstance(e, LocalEntryNotFoundError):
+                        raise
+                    done[name] = Path()  # absent: counts as progress
+        except BaseException as e:  # handed to the caller's thread
+            outcome.append(e)
+        finally:
+            finished.set()
+
+    worker = threading.Thread(target=fetch, name=f"hub_download {repo_id}", daemon=True)
+    worker.start()
+    stall = 2 * timeout
+    last, last_change = (-1, -1), time.monotonic()
+    while not finished.wait(min(0.1, stall / 4)):
+        now, seen = time.monotonic(), (len(done), _tree_size(folder))
+        if seen != last:
+            last, last_change = seen, now
+        elif now - last_change > stall:
+            raise HubStalledError(
+                f"download of {repo_id!r} from {endpoint} stalled: nothing arrived for {stall:g} s "
+                f"({len(done)} of {len(names)} files done)"
+            )
+    if outcome:
+        raise outcome[0]
+    return {name: path for name, path in done.items() if path != Path()}
+
+
+def _from_cache(
+    repo_id: str, names: list[str], optional, revision: str | None, cache: str | Path | None
+) -> dict[str, Path] | None:
+    """Every file of ``names`` from the local hub cache (an optional one may be recorded there as
+    absent from the repository), or None if any is not cached."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = {}
+    for name in names:
+        path = try_to_load_from_cache(repo_id, name, cache_dir=cache, revision=revision)
+        if isinstance(path, str):
+            found[name] = Path(path)
+        elif path is None or name not in optional:  # not cached, or cached as absent but required
+            return None
+    return found
+
+
 def _from_hub(
     repo_id: str, revision: str | None, timeout: float
 ) -> tuple[dict[str, torch.Tensor], GPT2Config | None]:
-    from huggingface_hub import hf_hub_download
-
-    repo_id = HUB_ALIASES.get(repo_id, repo_id)
-
-    def fetch(local_only: bool) -> tuple[Path, Path]:
-        files = [
-            Path(hf_hub_download(repo_id, name, revision=revision, local_files_only=local_only))
-            for name in ("model.safetensors", "config.json")
-        ]
-        return files[0], files[1]
-
-    try:  # already in the local hub cache: no network needed
-        return _load_safetensors(*fetch(local_only=True))
-    except Exception:
-        pass
-    if not hub_available(timeout):
-        raise ConnectionError(
-            f"cannot load {repo_id!r}: the Hugging Face Hub is not reachable (no answer within "
-            f"{timeout:g} s) and the weights are not in the local cache. Offline, pass a local "
-            "directory holding model.safetensors and config.json instead (for example one "
-            "written by transformers' GPT2LMHeadModel.save_pretrained)."
-        )
-    return _load_safetensors(*fetch(local_only=False))
+    files = hub_download(repo_id, ("model.safetensors", "config.json"), revision, timeout)
+    return _load_safetensors(files["model.safetensors"], files["config.json"])
 
 
 def read_pretrained(
