@@ -21,7 +21,7 @@ from .numerics import (
     welford_merge,
 )
 from .timing import copy_bandwidth, time_fn, time_interleaved
-from .tiny import load_tiny
+from .tiny import load_gpt2_or_tiny, load_tiny
 from .train import TrainConfig, evaluate_loss, lr_at, lr_sensitivity, train
 
 load_pretrained = GPT2.from_pretrained  # GPT-2 from a local directory, a .safetensors file or the hub
@@ -57,6 +57,7 @@ __all__ = [
     "layer_norm_backward",
     "layer_norm_fn",
     "load_corpus",
+    "load_gpt2_or_tiny",
     "load_pretrained",
     "load_tiny",
     "load_tokens",

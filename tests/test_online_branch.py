@@ -185,3 +185,26 @@ def test_each_hub_failure_falls_back_in_one_line_within_seconds(failure, bpe, hu
 def test_hub_download_refuses_a_non_positive_timeout():
     with pytest.raises(ValueError, match="timeout must be positive, got 0"):
         loading.hub_download(REPO, ("config.json",), timeout=0)
+
+
+# -- the chapters themselves, online ----------------------------------------------------------------------
+@pytest.mark.parametrize("chapter", ["09_gpt2_forward.ipynb", "10_norms_inside_gpt2.ipynb"])
+def test_chapter_runs_its_online_branch_against_the_local_hub(chapter, hub_env):
+    """The chapter, top to bottom, with the local Hub serving the shipped small model (trained
+    weights, so every assert holds) and a byte-level BPE tokenizer as ``openai-community/gpt2`` at
+    the pinned revision: it loads them from the Hub, says they are not the released weights, and
+    every cell passes."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(NOTEBOOKS / chapter, as_version=4)
+    with LocalHub({GPT2_REPO: byte_checkpoint()}, GPT2_REVISION) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.url)
+        client = nbclient.NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+        )
+        client.execute()  # a failing cell raises CellExecutionError
+    assert f"GET /{GPT2_REPO}/resolve/{GPT2_REVISION}/model.safetensors" in hub.requests
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    printed = "".join(out.get("text", "") for cell in code for out in cell.get("outputs", []))
+    assert f"loaded {GPT2_REPO}@{GPT2_REVISION[:7]} from the Hugging Face Hub" in printed
+    assert "not the released file" in printed and "could not load" not in printed
