@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import torch
 
@@ -255,16 +255,49 @@ class HubStalledError(TimeoutError):
     """A download from the Hub made no progress for too long (the server stopped answering)."""
 
 
-def _tree_size(folder: Path) -> int:
-    """Bytes in the files under ``folder`` (0 if it does not exist); partial downloads included."""
+def _fingerprint(folders: list[Path]) -> int:
+    """Changes whenever a file under ``folders`` is created, grows or is written to (size and
+    modification time of every file, partial downloads included)."""
     total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
+    for folder in folders:
+        for root, _, files in os.walk(folder):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                total = hash((total, name, st.st_size, st.st_mtime_ns))
     return total
+
+
+def _answers_http(url: str, timeout: float) -> None:
+    """One ``HEAD url``: returns once the server sends any HTTP answer (an error status included:
+    what it means is ``huggingface_hub``'s to say); ``HubStalledError`` if none comes within
+    ``timeout`` s, DNS included; ``ConnectionError`` if the connection fails."""
+    import urllib.error
+    import urllib.request
+
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        request = urllib.request.Request(url, method="HEAD", headers={"Accept-Encoding": "identity"})
+        try:
+            urllib.request.urlopen(request, timeout=timeout).close()
+            outcome.append(None)
+        except urllib.error.HTTPError:  # an answer
+            outcome.append(None)
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    error = outcome[0] if outcome else TimeoutError()
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, TimeoutError | socket.timeout):
+        raise HubStalledError(f"{url} accepted the connection but sent no answer within {timeout:g} s")
+    if error is not None:
+        raise ConnectionError(f"{url}: {reason}")
 
 
 def hub_download(
@@ -274,25 +307,33 @@ def hub_download(
     timeout: float = 3.0,
     optional: tuple[str, ...] | list[str] = (),
     cache_dir: str | Path | None = None,
+    stall: float = 120.0,
 ) -> dict[str, Path]:
     """Files of one revision of a Hub model repository, from the local Hugging Face cache if they
     are all there (no network), else downloaded with ``huggingface_hub`` from ``hub_endpoint()``.
 
     Returns ``{filename: local path}``; a file in ``optional`` that the repository does not have
-    (HTTP 404) is left out. Never hangs on the network: it fails with ``ConnectionError`` if the
-    endpoint does not accept a connection within ``timeout`` s, each request waits ``timeout`` s for
-    its answer, and the whole fetch fails with ``HubStalledError`` once nothing has arrived for
-    ``2 * timeout`` s (``huggingface_hub`` 1.x and later retry a timed-out request for a minute; the
-    abandoned request finishes or times out in a daemon thread). Other errors are
-    ``huggingface_hub``'s own (``RevisionNotFoundError``, ``EntryNotFoundError``, ...).
+    (HTTP 404) is left out. Never hangs on the network:
+
+    - ``ConnectionError`` if the endpoint does not accept a connection within ``timeout`` s;
+    - ``HubStalledError`` if it accepts but sends no HTTP answer to a first ``HEAD`` within
+      ``timeout`` s; each of ``huggingface_hub``'s metadata requests then waits ``timeout`` s;
+    - ``HubStalledError`` once the download has made no progress (nothing written to the cache)
+      for ``stall`` s. That backstop is long on purpose: ``huggingface_hub`` writes a large file
+      in chunks of up to 10 MB, a minute apart on a slow line, and its own read timeout (10 s,
+      then a few retries) ends a download that stops midway well within it. The abandoned
+      request ends or times out in a daemon thread.
+
+    Other errors are ``huggingface_hub``'s own (``RevisionNotFoundError``,
+    ``EntryNotFoundError``, ...).
     ``cache_dir`` defaults to ``HF_HUB_CACHE`` read at call time, then ``huggingface_hub``'s default.
     """
     from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.utils import EntryNotFoundError, LocalEntryNotFoundError
 
     repo_id = HUB_ALIASES.get(repo_id, repo_id)
-    if timeout <= 0:
-        raise ValueError(f"hub_download: timeout must be positive, got {timeout}")
+    if timeout <= 0 or stall <= 0:
+        raise ValueError(f"hub_download: timeout and stall must be positive, got {timeout} and {stall}")
     cache = cache_dir if cache_dir is not None else os.environ.get("HF_HUB_CACHE") or None
     names = list(dict.fromkeys([*filenames, *optional]))
     cached = _from_cache(repo_id, names, optional, revision, cache)
@@ -306,12 +347,15 @@ def hub_download(
         url = urlparse(hub_endpoint())
         raise ConnectionError(
             f"cannot load {repo_id!r}: the Hugging Face Hub at {url.scheme}://{url.netloc} is not reachable "
-            f"(no answer within {timeout:g} s) and the files are not in the local cache.\nOffline, pass a "
-            "local directory holding model.safetensors and config.json instead (for example one "
-            "written by transformers' GPT2LMHeadModel.save_pretrained)."
+            f"(no connection within {timeout:g} s) and the files are not in the local cache.\n"
+            "Offline, pass a local directory holding model.safetensors and config.json instead "
+            "(for example one written by transformers' GPT2LMHeadModel.save_pretrained)."
         )
     endpoint = hub_endpoint()
-    folder = Path(cache or constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
+    _answers_http(f"{endpoint}/{repo_id}/resolve/{quote(revision or 'main', safe='')}/{names[0]}", timeout)
+    folders = [Path(cache or constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"]
+    if getattr(constants, "HF_XET_CACHE", None):  # huggingface_hub >= 0.30 may fetch through Xet
+        folders.append(Path(constants.HF_XET_CACHE))
     done: dict[str, Path] = {}
     outcome: list[BaseException] = []
     finished = threading.Event()
@@ -340,10 +384,9 @@ def hub_download(
 
     worker = threading.Thread(target=fetch, name=f"hub_download {repo_id}", daemon=True)
     worker.start()
-    stall = 2 * timeout
     last, last_change = (-1, -1), time.monotonic()
-    while not finished.wait(min(0.1, stall / 4)):
-        now, seen = time.monotonic(), (len(done), _tree_size(folder))
+    while not finished.wait(min(0.5, stall / 4)):
+        now, seen = time.monotonic(), (len(done), _fingerprint(folders))
         if seen != last:
             last, last_change = seen, now
         elif now - last_change > stall:

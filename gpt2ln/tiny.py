@@ -103,14 +103,16 @@ def load_gpt2_or_tiny(
     timeout: float = 3.0,
     cache_dir: str | Path | None = None,
     verbose: bool = True,
+    stall: float = 120.0,
 ) -> LoadedGPT2:
     """GPT-2 and its tokenizer from the Hugging Face Hub (``repo_id`` at ``revision``; from the local
     Hugging Face cache when it holds them), else the shipped small GPT-2 (``load_tiny``).
 
     What chapters 9 and 10 run. The Hub files are ``config.json``, ``model.safetensors`` (the only
     weights read) and the tokenizer files, fetched by ``gpt2ln.loading.hub_download``: it never
-    hangs (``timeout`` s to connect and for each answer, ``2 * timeout`` s without progress at
-    most), so offline or with a broken server this returns within seconds. Any failure (no
+    hangs (``timeout`` s to connect and for each answer, ``stall`` s without progress at most
+    once a download runs), so offline or with a server that does not answer this returns within
+    seconds. Any failure (no
     network, ``HF_HUB_OFFLINE``, a missing file, an unknown revision, a stalled server, no
     ``transformers``, a tokenizer that does not fit the model) falls back to the small model and
     prints one line, ``FALLBACK_LINE``, saying why. On success it prints one line naming what
@@ -118,9 +120,8 @@ def load_gpt2_or_tiny(
     """
     rev = (revision or "main")[:7]
     try:
-        files = hub_download(
-            repo_id, ("config.json", "model.safetensors"), revision, timeout, TOKENIZER_FILES, cache_dir
-        )
+        required = ("config.json", "model.safetensors")
+        files = hub_download(repo_id, required, revision, timeout, TOKENIZER_FILES, cache_dir, stall)
         from transformers import AutoTokenizer
 
         folder = files["model.safetensors"].parent  # the snapshot of this revision
