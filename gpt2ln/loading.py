@@ -271,9 +271,10 @@ def _fingerprint(folders: list[Path]) -> int:
 
 
 def _answers_http(url: str, timeout: float) -> None:
-    """One ``HEAD url``: returns once the server sends any HTTP answer (an error status included:
-    what it means is ``huggingface_hub``'s to say); ``HubStalledError`` if none comes within
-    ``timeout`` s, DNS included; ``ConnectionError`` if the connection fails."""
+    """One ``HEAD url``: ``HubStalledError`` if no HTTP answer comes within ``timeout`` s (DNS
+    included). Any other outcome returns: an answer, whatever its status, or an error such as a
+    refused connection or a TLS certificate urllib cannot check (``huggingface_hub``, with its own
+    HTTP client and certificates, then says what it means)."""
     import urllib.error
     import urllib.request
 
@@ -296,8 +297,6 @@ def _answers_http(url: str, timeout: float) -> None:
     reason = getattr(error, "reason", error)
     if isinstance(reason, TimeoutError | socket.timeout):
         raise HubStalledError(f"{url} accepted the connection but sent no answer within {timeout:g} s")
-    if error is not None:
-        raise ConnectionError(f"{url}: {reason}")
 
 
 def hub_download(

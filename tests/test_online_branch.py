@@ -104,6 +104,10 @@ def test_a_checkpoint_served_as_gpt2_at_the_pinned_revision_is_not_taken_for_the
     assert run.from_hub and not run.released
     assert "SHA-256 differs" in run.message and "no reference values" in run.message
     assert run.tokenizer.encode(" is") == [32, 105, 115]  # the served byte-level tokenizer
+    # cached now (tokenizer.json recorded as absent from the repository): loads with no network
+    hub_env.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    again = load_gpt2_or_tiny(verbose=False)
+    assert again.from_hub and not again.released and again.tokenizer.encode(" is") == [32, 105, 115]
 
 
 def test_released_gpt2_is_recognised_by_size_and_sha256_of_its_safetensors(bpe, hub_env, tmp_path):
