@@ -195,6 +195,18 @@ def test_hub_download_refuses_a_non_positive_timeout_or_stall():
 
 # -- the chapters themselves, online ----------------------------------------------------------------------
 @pytest.mark.parametrize("chapter", ["09_gpt2_forward.ipynb", "10_norms_inside_gpt2.ipynb"])
+def test_chapter_loads_gpt2_only_through_the_tested_loader_at_the_pinned_revision(chapter):
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOKS / chapter, as_version=4)
+    code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    calls = re.findall(r"load_gpt2_or_tiny\(([^)]*)\)", code)
+    assert calls == ["GPT2_REPO, revision=GPT2_REVISION, timeout=3.0"], calls
+    assert "from gpt2ln.loading import GPT2_REPO, GPT2_REVISION" in code
+    for other in ("hub_available(", "AutoTokenizer", "hf_hub_download(", 'from_pretrained("'):
+        assert other not in code, f"{chapter}: loads from the Hub outside load_gpt2_or_tiny ({other})"
+
+
+@pytest.mark.parametrize("chapter", ["09_gpt2_forward.ipynb", "10_norms_inside_gpt2.ipynb"])
 def test_chapter_runs_its_online_branch_against_the_local_hub(chapter, hub_env):
     """The chapter, top to bottom, with the local Hub serving the shipped small model (trained
     weights, so every assert holds) and a byte-level BPE tokenizer as ``openai-community/gpt2`` at
