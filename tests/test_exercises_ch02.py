@@ -274,7 +274,7 @@ def test_checks_leave_the_global_random_state_alone():
 
 # The lessons the course was built from (shared/seeds/), typed as they give LayerNorm.
 def lesson_000_norm(x, g, b, eps=1e-5):
-    """Lesson 000: u = mean(x), s = mean((x - u)^2), x_hat = (x - u) * (s + eps)^(-1/2), LN = g * x_hat + b."""
+    """Lesson 000: u = mean(x), s = mean((x - u)^2), x_hat = (x - u)(s + eps)^(-1/2), LN = g x_hat + b."""
     u = x.mean(-1, keepdim=True)
     s = ((x - u) ** 2).mean(-1, keepdim=True)
     x_hat = (x - u) * torch.rsqrt(s + eps)

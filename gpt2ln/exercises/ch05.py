@@ -149,7 +149,6 @@ def _rms_reference(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor | None, eps
 
 def _rms_mistakes(case: _Case) -> list[Mistake]:
     ndim = case.x.ndim
-    passed_eps = case.eps is not None
 
     def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> Mistake:
         return Mistake(label, fix, lambda x, g, b, e: _rms(x, g, e if eps is None else eps, **kw))
@@ -400,7 +399,7 @@ def _ln_cases() -> list[_Case]:
     x[1, 1] = 2.0 + 3e-3 * torch.randn(16, generator=gen, dtype=torch.float64)
     return [
         _Case(
-            "x of shape [2, 3, 16] with one near-constant token (variance ~1e-5), float64, called with eps=1e-5",
+            "x of shape [2, 3, 16] with one near-constant token (variance ~1e-5), float64, eps=1e-5 passed",
             x,
             _gain(gen, 16),
             0.5 * torch.randn(16, generator=gen, dtype=torch.float64),
@@ -478,7 +477,8 @@ def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
     _run_cases(check, fn, cases, _ln_reference, _ln_mistakes, 1e-5, _LN_FORMULA, _RefuseLayerNorm)
     passed(
         check,
-        f"equals F.layer_norm on {len(cases)} inputs (float32/float64, a near-constant token, eps=1e-5, 1e-2, 1e-6), "
+        f"equals F.layer_norm on {len(cases)} inputs (float32/float64, a near-constant token, "
+        "eps=1e-5, 1e-2, 1e-6), "
         "using no LayerNorm function",
     )
 
