@@ -85,10 +85,12 @@ def layer_norm(
     return y.to(x.dtype)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
     """RMSNorm (Zhang & Sennrich 2019) over the last axis, eps inside the root.
 
     ``x / sqrt(mean(x^2) + eps) * weight``. x: ``[..., d]``; weight: ``[d]`` or None.
+    eps defaults to 1e-5, GPT-2's LayerNorm eps, so the two norms compare like for like
+    (Llama 2's code also uses 1e-5; Llama's ``RMSNorm`` class, T5, Gemma and Qwen use 1e-6).
     No centering, no bias. Half precision is accumulated in float32.
     """
     _check_input(x, eps, "rms_norm")
@@ -178,13 +180,14 @@ class LayerNorm(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias.
+    """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias; eps 1e-5 by
+    default, the same as :class:`LayerNorm` (see :func:`rms_norm`).
 
     ``fast=True`` runs ``F.rms_norm`` (a fused kernel on GPUs; on CPU PyTorch composes it from a
     few kernels), ``fast=False`` the readable :func:`rms_norm`.
     """
 
-    def __init__(self, d: int, eps: float = 1e-6, fast: bool = True) -> None:
+    def __init__(self, d: int, eps: float = 1e-5, fast: bool = True) -> None:
         super().__init__()
         _check_module_args(d, eps, "RMSNorm")
         self.d, self.eps, self.fast = d, float(eps), bool(fast)

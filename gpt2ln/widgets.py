@@ -138,7 +138,7 @@ def norm_explorer(
     mistake: str = "none",
     n_features: int = 12,
     eps_ln: float = 1e-5,
-    eps_rms: float = 1e-6,
+    eps_rms: float = 1e-5,
     scale_range: tuple[float, float] = (0.1, 10.0),
     shift_range: tuple[float, float] = (-5.0, 5.0),
     seed: int = 0,

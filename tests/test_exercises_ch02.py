@@ -270,3 +270,24 @@ def test_checks_leave_the_global_random_state_alone():
     check_layer_norm(right)
     check_layernorm_param_count(right_count, variants=True)
     assert torch.equal(torch.rand(3), expected)
+
+
+# The lessons the course was built from (shared/seeds/), typed as they give LayerNorm.
+def lesson_000_norm(x, g, b, eps=1e-5):
+    """Lesson 000: u = mean(x), s = mean((x - u)^2), x_hat = (x - u)(s + eps)^(-1/2), LN = g x_hat + b."""
+    u = x.mean(-1, keepdim=True)
+    s = ((x - u) ** 2).mean(-1, keepdim=True)
+    x_hat = (x - u) * torch.rsqrt(s + eps)
+    return g * x_hat + b
+
+
+def lesson_004_layer_norm(x, gamma, beta, eps=1e-5):  # x: (..., d)
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)  # biased variance
+    return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+
+
+@pytest.mark.parametrize("fn", [lesson_000_norm, lesson_004_layer_norm], ids=["lesson-000", "lesson-004"])
+def test_the_lessons_layer_norms_pass_check_layer_norm(fn, capsys):
+    check_layer_norm(fn)
+    assert "✓ check_layer_norm" in capsys.readouterr().out

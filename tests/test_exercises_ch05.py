@@ -62,7 +62,6 @@ RMS_MISTAKES = {
     "multiplied by the RMS": lambda x, g, eps=1e-6: x * torch.sqrt(_ms(x) + eps) * g,
     "gain g before normalizing": lambda x, g, eps=1e-6: _rms(x * g, 1.0, eps),
     "ignored the eps argument": lambda x, g, eps=1e-6: _rms(x, g, 1e-6),
-    "wrong default eps": lambda x, g, eps=1e-5: _rms(x, g, eps),
     "no eps at all": lambda x, g, eps=1e-6: x / _ms(x).sqrt() * g,
 }
 
@@ -110,15 +109,47 @@ def test_rms_norm_mistakes_are_distinct():
     from gpt2ln.exercises import ch05
 
     case = ch05._rms_cases()[0]
-    truth = ch05._rms_reference(case.x, case.g, None, 1e-6)
+    truth = ch05._rms_reference(case.x, case.g, None, case.eps)
     for m in ch05._rms_mistakes(case):
-        if "eps=1e-06" in m.label:  # the default itself, on a case that does not pass eps
-            continue
         try:
-            y = m.fn(case.x, case.g, None, 1e-6)
+            y = m.fn(case.x, case.g, None, case.eps)
         except RuntimeError:  # keepdim=False does not broadcast here: the learner's code crashes too
             continue
         assert ch05._dist(y, truth) > 1e-3, m.label
+
+
+# Lesson 004 (shared/seeds/004_*.txt), typed exactly as the lesson gives it.
+def lesson_004_layer_norm(x, gamma, beta, eps=1e-5):  # x: (..., d)
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)  # biased variance
+    return (x - mu) / torch.sqrt(var + eps) * gamma + beta
+
+
+def lesson_004_rms_norm(x, gamma, eps=1e-5):
+    return x / torch.sqrt((x**2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def test_lesson_004_rms_norm_passes_check_rms_norm(capsys):
+    check_rms_norm(lesson_004_rms_norm)
+    assert "✓ check_rms_norm" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("default_eps", [1e-5, 1e-6, 1e-8])
+def test_rms_norm_check_never_judges_the_learners_default_eps(default_eps):
+    check_rms_norm(lambda x, g, eps=default_eps: _rms(x, g, eps))
+    check_rms_to_layer_norm(lambda x, g, b, eps=default_eps: gpt2ln.rms_norm(_centre(x), g, eps) + b)
+
+
+def test_package_rms_norm_defaults_to_gpt2s_layernorm_eps():
+    """Lesson 004: RMSNorm with the same eps as GPT-2's LayerNorm, 1e-5, for a like-for-like comparison."""
+    import inspect
+
+    assert inspect.signature(gpt2ln.rms_norm).parameters["eps"].default == 1e-5
+    assert inspect.signature(gpt2ln.layer_norm).parameters["eps"].default == 1e-5
+    assert gpt2ln.RMSNorm(8).eps == gpt2ln.LayerNorm(8).eps == 1e-5
+    x = torch.randn(3, 8, dtype=torch.float64) * 1e-3  # RMS ~ sqrt(1e-6): the eps shows
+    torch.testing.assert_close(gpt2ln.rms_norm(x), lesson_004_rms_norm(x, torch.ones(8)))
+    torch.testing.assert_close(gpt2ln.RMSNorm(8).double()(x), lesson_004_rms_norm(x, torch.ones(8)))
 
 
 # ---------------------------------------------------------------------------- check_rms_to_layer_norm
@@ -142,8 +173,7 @@ LN_MISTAKES = {
     "forgot the gain": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), None, eps) + b,
     "applied the gain twice": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), g, eps) * g + b,
     "swapped g and b": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), b, eps) + g,
-    "rms_norm's default eps": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), g) + b,
-    "ignored the eps argument": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), g, 1e-5) + b,
+    "ignored the eps argument": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(_centre(x), g) + b,
     "wrong axis": lambda x, g, b, eps=1e-5: gpt2ln.rms_norm(x - x.mean(0, keepdim=True), g, eps) + b,
 }
 

@@ -18,13 +18,13 @@ def _ms(t, dim=-1):
     return t.pow(2).mean(dim=dim, keepdim=True)
 
 
-def right_scores(q, k, g_q, g_k, eps=1e-6):
+def right_scores(q, k, g_q, g_k, eps=1e-5):
     q_hat = q * torch.rsqrt(_ms(q) + eps) * g_q
     k_hat = k * torch.rsqrt(_ms(k) + eps) * g_k
     return q_hat @ k_hat.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
 
-def _numpy_scores(q, k, g_q, g_k, eps=1e-6):
+def _numpy_scores(q, k, g_q, g_k, eps=1e-5):
     q, k, g_q, g_k = (t.numpy() for t in (q, k, g_q, g_k))
     qh = q / np.sqrt((q**2).mean(-1, keepdims=True) + eps) * g_q
     kh = k / np.sqrt((k**2).mean(-1, keepdims=True) + eps) * g_k
@@ -35,15 +35,15 @@ def _numpy_scores(q, k, g_q, g_k, eps=1e-6):
     "fn",
     [
         right_scores,
-        lambda q, k, g_q, g_k, eps=1e-6: (
+        lambda q, k, g_q, g_k, eps=1e-5: (
             (F.rms_norm(q, (q.shape[-1],), g_q, eps) @ F.rms_norm(k, (k.shape[-1],), g_k, eps).mT)
             / math.sqrt(q.shape[-1])
         ),
-        lambda q, k, g_q, g_k, eps=1e-6: (
+        lambda q, k, g_q, g_k, eps=1e-5: (
             (gpt2ln.rms_norm(q, g_q, eps) @ gpt2ln.rms_norm(k, g_k, eps).transpose(-1, -2))
             * q.shape[-1] ** -0.5
         ),
-        lambda q, k, g_q, g_k, eps=1e-6: (
+        lambda q, k, g_q, g_k, eps=1e-5: (
             torch.einsum(
                 "bhid,bhjd->bhij",
                 q * torch.rsqrt(_ms(q) + eps) * g_q,
@@ -61,7 +61,7 @@ def test_right_qk_norm_scores_pass(fn, capsys):
     assert out.count("\n") == 1 and out.startswith("✓ check_qk_norm_scores")
 
 
-def _scores(q, k, g_q, g_k, eps=1e-6, *, dim=-1, norm="rms", gain="after", scale="sqrt", which="both"):
+def _scores(q, k, g_q, g_k, eps=1e-5, *, dim=-1, norm="rms", gain="after", scale="sqrt", which="both"):
     """A learner's QK-norm scores, right by default; each keyword reproduces one mistake."""
 
     def normalize(t, g):
@@ -89,7 +89,7 @@ def _scores(q, k, g_q, g_k, eps=1e-6, *, dim=-1, norm="rms", gain="after", scale
     return s / {"sqrt": math.sqrt(q.shape[-1]), "none": 1.0, "D": q.shape[-1]}[scale]
 
 
-def _after_dot(q, k, g_q, g_k, eps=1e-6):
+def _after_dot(q, k, g_q, g_k, eps=1e-5):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return s / torch.sqrt(_ms(s) + eps)
 
@@ -111,14 +111,14 @@ QK_MISTAKES = {
     "std": (lambda *a, **kw: _scores(*a, **kw, norm="std"), "standard deviation"),
     "eps_outside": (lambda *a, **kw: _scores(*a, **kw, norm="outside"), "eps outside the square root"),
     "no_eps": (lambda *a, **kw: _scores(*a, **kw, norm="no_eps"), "forgot eps"),
-    "ignored_eps": (lambda q, k, g_q, g_k, eps=1e-6: right_scores(q, k, g_q, g_k), "ignored the eps"),
+    "ignored_eps": (lambda q, k, g_q, g_k, eps=1e-5: right_scores(q, k, g_q, g_k), "ignored the eps"),
     "transposed": (
-        lambda q, k, g_q, g_k, eps=1e-6: right_scores(k, q, g_k, g_q, eps),
+        lambda q, k, g_q, g_k, eps=1e-5: right_scores(k, q, g_k, g_q, eps),
         "returned the scores transposed",
     ),
     "returns_none": (lambda *a, **kw: None, "missing `return`"),
     "in_place": (
-        lambda q, k, g_q, g_k, eps=1e-6: right_scores(q.mul_(1.0).add_(1.0) - 1.0, k, g_q, g_k, eps),
+        lambda q, k, g_q, g_k, eps=1e-5: right_scores(q.mul_(1.0).add_(1.0) - 1.0, k, g_q, g_k, eps),
         "in place",
     ),
 }
@@ -138,7 +138,7 @@ def test_two_mistakes_at_once_get_the_generic_message():
 
 
 def test_unimplemented_qk_norm_scores_says_not_implemented_yet():
-    def my_qk_norm_scores(q, k, g_q, g_k, eps=1e-6):
+    def my_qk_norm_scores(q, k, g_q, g_k, eps=1e-5):
         raise NotImplementedError()
 
     with pytest.raises(AssertionError, match="not implemented yet"):

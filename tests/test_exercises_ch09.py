@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import gpt2ln
 from gpt2ln.exercises import check_embed, check_gpt2_param_count
 
 
@@ -75,6 +76,21 @@ def test_embed_right_passes(capsys):
         (lambda idx, wte, wpe: wte[idx] + wpe[idx], r"looked up the positions by token id"),
         (lambda idx, wte, wpe: wpe[idx] + wte[: idx.shape[1]], "swapped wte and wpe"),
         (lambda idx, wte, wpe: wte[idx] * wte.shape[1] ** 0.5 + wpe[: idx.shape[1]], "sqrt\\(d\\)"),
+        # lesson 000's watch-out: the embeddings are not normalized on the way in
+        (
+            lambda idx, wte, wpe: torch.nn.functional.layer_norm(
+                right_embed(idx, wte, wpe), (wte.shape[1],), eps=1e-5
+            ),
+            "normalized the embeddings \\(a LayerNorm",
+        ),
+        (
+            lambda idx, wte, wpe: gpt2ln.layer_norm(right_embed(idx, wte, wpe), eps=1e-6),
+            "normalized the embeddings \\(a LayerNorm",
+        ),
+        (
+            lambda idx, wte, wpe: gpt2ln.rms_norm(right_embed(idx, wte, wpe)),
+            "normalized the embeddings \\(an RMSNorm",
+        ),
     ],
 )
 def test_embed_mistakes_are_named(fn, words):

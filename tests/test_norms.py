@@ -19,7 +19,7 @@ def official_norm_f64(x, g, b, eps=1e-5):
     return x * np.asarray(g, np.float64) + np.asarray(b, np.float64)
 
 
-def rms_norm_f64(x, g, eps=1e-6):
+def rms_norm_f64(x, g, eps=1e-5):
     x = np.asarray(x, dtype=np.float64)
     return x / np.sqrt(np.square(x).mean(axis=-1, keepdims=True) + eps) * np.asarray(g, np.float64)
 
@@ -83,7 +83,7 @@ def test_rms_norm_matches_formula_and_torch(shape):
     x = torch.randn(shape, dtype=torch.float64) * 2 + 0.5
     g = torch.randn(shape[-1], dtype=torch.float64)
     np.testing.assert_allclose(rms_norm(x, g).numpy(), rms_norm_f64(x.numpy(), g.numpy()), atol=1e-12)
-    torch.testing.assert_close(rms_norm(x, g), F.rms_norm(x, (shape[-1],), g, eps=1e-6))
+    torch.testing.assert_close(rms_norm(x, g), F.rms_norm(x, (shape[-1],), g, eps=1e-5))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -110,10 +110,10 @@ def test_modules_have_gpt2_parameters():
     assert ln.eps == 1e-5
     assert sum(p.numel() for p in LayerNorm(768, bias=False).parameters()) == 768
     rn = RMSNorm(768)
-    assert [n for n, _ in rn.named_parameters()] == ["weight"] and rn.eps == 1e-6
+    assert [n for n, _ in rn.named_parameters()] == ["weight"] and rn.eps == 1e-5
     x = torch.randn(2, 3, 768)
     torch.testing.assert_close(ln(x), F.layer_norm(x, (768,)), atol=1e-5, rtol=0)
-    torch.testing.assert_close(rn(x), F.rms_norm(x, (768,), eps=1e-6))
+    torch.testing.assert_close(rn(x), F.rms_norm(x, (768,), eps=1e-5))
 
 
 @pytest.mark.parametrize("fn", [layer_norm, rms_norm])

@@ -1,7 +1,10 @@
 """Checks for chapter 5 (RMSNorm).
 
-``check_rms_norm(fn)`` runs the learner's ``fn(x, g, eps=1e-6)`` on inputs built so
-that each classic mistake gives a different answer and names the one it matches.
+``check_rms_norm(fn)`` runs the learner's ``fn(x, g, eps=1e-5)`` on inputs built so
+that each classic mistake gives a different answer and names the one it matches. Every
+call passes ``eps`` by keyword, so the learner's default eps (1e-5 as in lesson 004 and
+``gpt2ln.rms_norm``, or 1e-6 as in Llama's code) is never judged: only whether the eps
+passed is used, and where.
 ``check_rms_to_layer_norm(fn)`` checks ``fn(x, g, b, eps=1e-5)``, LayerNorm written
 with ``rms_norm`` only. ``check_center_writing_weights(fn)`` checks ``fn(W, b) ->
 (W_c, b_c)``: centring a linear layer ``x @ W + b`` so that a LayerNorm reading its
@@ -146,7 +149,6 @@ def _rms_reference(x: torch.Tensor, g: torch.Tensor, b: torch.Tensor | None, eps
 
 def _rms_mistakes(case: _Case) -> list[Mistake]:
     ndim = case.x.ndim
-    passed_eps = case.eps is not None
 
     def m(label: str, fix: str, eps: float | None = None, **kw: Any) -> Mistake:
         return Mistake(label, fix, lambda x, g, b, e: _rms(x, g, e if eps is None else eps, **kw))
@@ -228,33 +230,33 @@ def _rms_mistakes(case: _Case) -> list[Mistake]:
                 dims=(k,),
             )
         )
-    eps_label = (
-        "ignored the eps argument: the output matches eps={e:g}, but the check passed eps={p:g}"
-        if passed_eps
-        else "wrong default eps: called without eps, the output matches eps={e:g}; the default is 1e-6"
-    )
+    # Every case passes eps, so only ignoring it is a mistake; the learner's default is never judged.
     for e in (1e-6, 1e-5, 1e-8, 0.0):
-        if passed_eps and e == case.eps:
+        if case.eps is not None and e == case.eps:
             continue
-        label = eps_label.format(e=e, p=case.eps or 0.0) if e else "no eps at all: x / sqrt(mean(x^2))"
-        out.append(m(label, "use the eps argument (default 1e-6): rsqrt(mean(x^2) + eps)", eps=e))
+        label = (
+            f"ignored the eps argument: the output matches eps={e:g}, but the check passed eps={case.eps:g}"
+            if e
+            else "no eps at all: x / sqrt(mean(x^2))"
+        )
+        out.append(m(label, "use the eps argument: rsqrt(mean(x^2) + eps)", eps=e))
     return out
 
 
 def _rms_cases() -> list[_Case]:
     gen = torch.Generator().manual_seed(5)
     x = random_rows(gen, (2, 3, 16), 1.5, 1.0)
-    x[1, 2] = _set_rms(x[1, 2], 1e-3)  # mean(x^2) = eps: eps inside the root shrinks it by 1/sqrt(2)
+    x[1, 2] = _set_rms(x[1, 2], 1e-5**0.5)  # mean(x^2) = eps: eps inside the root shrinks it by 1/sqrt(2)
     x[0, 1] = _set_rms(x[0, 1], 3e-6)  # far below sqrt(eps): eps inside and outside differ ~250x
     g = _gain(gen, 16)
     return [
         _Case(
-            "x of shape [2, 3, 16] ([B, T, d]) with one token of RMS 1e-3 and one of RMS 3e-6, "
-            "float64, eps not passed",
+            "x of shape [2, 3, 16] ([B, T, d]) with one token of RMS sqrt(1e-5) and one of RMS 3e-6, "
+            "float64, called with eps=1e-5",
             x,
             g,
             None,
-            None,
+            1e-5,
             1e-6,
         ),
         _Case(
@@ -266,42 +268,42 @@ def _rms_cases() -> list[_Case]:
             1e-6,
         ),
         _Case(
-            "a single token x of shape [12], float64",
+            "a single token x of shape [12], float64, called with eps=1e-6",
             random_rows(gen, (12,), 1.0, 1.0),
             _gain(gen, 12),
             None,
-            None,
+            1e-6,
             1e-6,
         ),
         _Case(
-            "x of shape [2, 8, 768] (GPT-2 width), float32",
+            "x of shape [2, 8, 768] (GPT-2 width), float32, called with eps=1e-5",
             random_rows(gen, (2, 8, 768), 1.0, 0.5).float(),
             _gain(gen, 768).float(),
             None,
-            None,
+            1e-5,
             1e-4,
         ),
     ]
 
 
 def check_rms_norm(fn: Callable[..., Any]) -> None:
-    """Check ``fn(x, g, eps=1e-6)`` is RMSNorm over the last axis, eps inside the root.
+    """Check ``fn(x, g, eps=1e-5)`` is RMSNorm over the last axis, eps inside the root.
 
     x: ``[..., d]``; g: ``[d]``; returns ``[..., d]`` (torch tensor or numpy array).
     Reference (torch's ``F.rms_norm``, Llama, T5): ``x / sqrt(mean(x^2) + eps) * g``.
     Inputs: float64 and float32, 1 to 3 axes, tokens with RMS near sqrt(eps) and far
-    below it, ``eps=1e-2`` passed by keyword. A wrong output names the classic
-    mistake it matches (eps outside the root, subtracted the mean, std instead of
-    RMS, mean of |x|, sum instead of mean, forgot the root or the gain, wrong axis,
-    wrong or ignored eps).
+    below it. Every call passes eps by keyword (1e-5, 1e-2, 1e-6), so any default the
+    learner chose is accepted. A wrong output names the classic mistake it matches (eps
+    outside the root, subtracted the mean, std instead of RMS, mean of |x|, sum instead
+    of mean, forgot the root or the gain, wrong axis, ignored eps).
     """
     check = "check_rms_norm"
     cases = _rms_cases()
-    _run_cases(check, fn, cases, _rms_reference, _rms_mistakes, 1e-6, _RMS_FORMULA)
+    _run_cases(check, fn, cases, _rms_reference, _rms_mistakes, 1e-5, _RMS_FORMULA)
     passed(
         check,
         f"matches {_RMS_FORMULA} on {len(cases)} inputs (float32/float64, 1-3 axes, "
-        "tokens of RMS down to 3e-6, eps=1e-2)",
+        "tokens of RMS down to 3e-6, eps=1e-5, 1e-2 and 1e-6 passed)",
     )
 
 
@@ -378,18 +380,14 @@ def _ln_mistakes(case: _Case) -> list[Mistake]:
                 dims=(k,),
             )
         )
+    # Every case passes eps: not passing it on to rms_norm (or F.rms_norm's own default) is the mistake.
     for e in (1e-6, 1e-5, 1e-8):
-        if case.eps is None and e == 1e-6:
-            label = (
-                "used rms_norm's default eps (1e-6), not LayerNorm's eps: called without eps, your "
-                "function must still use eps=1e-5 (pass eps=eps on to rms_norm)"
-            )
-        elif case.eps is not None and e != case.eps:
-            label = f"ignored the eps argument: the output matches eps={e:g}, the check passed {case.eps:g}"
-        elif case.eps is None and e != 1e-5:
-            label = f"wrong default eps: the output matches eps={e:g}; LayerNorm's default is 1e-5"
-        else:
+        if e == case.eps:
             continue
+        label = (
+            f"ignored the eps argument: the output matches eps={e:g}, the check passed {case.eps:g} "
+            "(did you pass eps on to rms_norm?)"
+        )
         out.append(m(label, "pass your eps on: rms_norm(..., eps=eps)", eps=e))
     return out
 
@@ -401,11 +399,11 @@ def _ln_cases() -> list[_Case]:
     x[1, 1] = 2.0 + 3e-3 * torch.randn(16, generator=gen, dtype=torch.float64)
     return [
         _Case(
-            "x of shape [2, 3, 16] with one near-constant token (variance ~1e-5), float64, eps not passed",
+            "x of shape [2, 3, 16] with one near-constant token (variance ~1e-5), float64, eps=1e-5 passed",
             x,
             _gain(gen, 16),
             0.5 * torch.randn(16, generator=gen, dtype=torch.float64),
-            None,
+            1e-5,
             1e-6,
         ),
         _Case(
@@ -417,11 +415,11 @@ def _ln_cases() -> list[_Case]:
             1e-6,
         ),
         _Case(
-            "x of shape [2, 8, 768] (GPT-2 width), float32",
+            "x of shape [2, 8, 768] (GPT-2 width), float32, called with eps=1e-6",
             random_rows(gen, (2, 8, 768), 1.0, 1.0).float(),
             _gain(gen, 768).float(),
             (0.5 * torch.randn(768, generator=gen, dtype=torch.float64)).float(),
-            None,
+            1e-6,
             1e-4,
         ),
     ]
@@ -469,18 +467,18 @@ def check_rms_to_layer_norm(fn: Callable[..., Any]) -> None:
     x: ``[..., d]``; g, b: ``[d]``; returns ``[..., d]``. LayerNorm is RMSNorm of the
     centred input plus a bias: ``rms_norm(x - mean(x), g, eps) + b``. While ``fn``
     runs, torch's and gpt2ln's ``layer_norm`` raise (a function mode scoped to the call).
-    Inputs include a near-constant token (variance ~ eps), where the eps matters, and
-    ``eps=1e-2`` passed by keyword.
+    Inputs include a near-constant token (variance ~ eps), where the eps matters; every
+    call passes eps by keyword (1e-5, 1e-2, 1e-6), so the learner's default is not judged.
     A wrong output names the mistake it matches (forgot to centre, centred after
-    normalizing, bias before gain, missing bias or gain, rms_norm's default eps,
-    ignored eps, wrong axis).
+    normalizing, bias before gain, missing bias or gain, eps not passed on, wrong axis).
     """
     check = "check_rms_to_layer_norm"
     cases = _ln_cases()
     _run_cases(check, fn, cases, _ln_reference, _ln_mistakes, 1e-5, _LN_FORMULA, _RefuseLayerNorm)
     passed(
         check,
-        f"equals F.layer_norm on {len(cases)} inputs (float32/float64, a near-constant token, eps=1e-2), "
+        f"equals F.layer_norm on {len(cases)} inputs (float32/float64, a near-constant token, "
+        "eps=1e-5, 1e-2, 1e-6), "
         "using no LayerNorm function",
     )
 

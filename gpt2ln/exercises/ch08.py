@@ -1,6 +1,6 @@
 """Checks for chapter 8 (QK-norm and attention-logit growth).
 
-``check_qk_norm_scores(fn)`` runs the learner's ``fn(q, k, g_q, g_k, eps=1e-6)``, the
+``check_qk_norm_scores(fn)`` runs the learner's ``fn(q, k, g_q, g_k, eps=1e-5)``, the
 pre-softmax scores of QK-norm with RMSNorm, on inputs where each classic mistake gives
 a different answer, and names the one it matches. ``check_lr_sensitivity(fn)`` checks
 ``fn(lrs, losses, loss_init) -> float``, the learning-rate sensitivity of Wortsman et
@@ -197,10 +197,13 @@ def _qk_mistakes(default_eps: float) -> list[Mistake]:
             "rows are queries, columns keys: q_hat @ k_hat.transpose(-2, -1)",
             transpose=True,
         ),
-        Mistake(
-            f"ignored the eps argument (used eps={default_eps:g} whatever eps is)",
-            "use the eps passed in",
-            lambda q, k, gq, gk, eps: _qk(q, k, gq, gk, default_eps),
+        *(
+            Mistake(
+                f"ignored the eps argument (used eps={e:g} whatever eps is)",
+                "use the eps passed in",
+                lambda q, k, gq, gk, eps, e=e: _qk(q, k, gq, gk, e),
+            )
+            for e in dict.fromkeys((default_eps, 1e-5, 1e-6))
         ),
     ]
 
@@ -216,7 +219,7 @@ class _QKCase:
     tol: float
 
 
-_QK_DEFAULT_EPS = 1e-6
+_QK_DEFAULT_EPS = 1e-5  # gpt2ln.rms_norm's, GPT-2's LayerNorm eps (lesson 004)
 
 
 def _qk_cases() -> list[_QKCase]:
@@ -233,43 +236,44 @@ def _qk_cases() -> list[_QKCase]:
     q3[0, 1, 2] = 0.0  # a query vector of zeros: its scores must be 0, not NaN
     return [
         _QKCase(
-            "q, k of shape [2, 3, 5, 8] (B, H, T, D), entries N(0.5, 1), float64",
+            "q, k of shape [2, 3, 5, 8] (B, H, T, D), entries N(0.5, 1), float64, eps=1e-5",
             r(2, 3, 5, 8, mean=0.5),
             r(2, 3, 5, 8, mean=0.5),
             gain(8),
             gain(8),
-            None,
+            1e-5,
             1e-9,
         ),
         _QKCase(
-            "q [1, 2, 4, 16] and k [1, 2, 6, 16] (4 queries, 6 keys), float32",
+            "q [1, 2, 4, 16] and k [1, 2, 6, 16] (4 queries, 6 keys), float32, eps=1e-6",
             r(1, 2, 4, 16, std=3.0).to(f32),
             r(1, 2, 6, 16, std=0.2).to(f32),
             gain(16).to(f32),
             gain(16).to(f32),
-            None,
+            1e-6,
             1e-5,
         ),
         _QKCase(
-            "tiny q, k (entries ~1e-3, so eps matters; one query vector all zeros), eps=1e-5, float64",
+            "tiny q, k (entries ~1e-3, so eps matters; one query vector all zeros), eps=1e-4, float64",
             q3,
             k3,
             gain(8),
             gain(8),
-            1e-5,
+            1e-4,
             1e-9,
         ),
     ]
 
 
 def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
-    """Check ``fn(q, k, g_q, g_k, eps=1e-6)`` gives QK-norm's scores with RMSNorm.
+    """Check ``fn(q, k, g_q, g_k, eps=1e-5)`` gives QK-norm's scores with RMSNorm.
 
     q ``[B, H, Tq, D]``, k ``[B, H, Tk, D]``, g_q and g_k ``[D]``; returns the
     unmasked pre-softmax scores ``[B, H, Tq, Tk]`` =
     ``rms_norm(q) * g_q @ (rms_norm(k) * g_k)^T / sqrt(D)`` (eps inside the root).
     Three inputs: float64 with a non-zero mean, float32 with 4 queries and 6 keys,
-    tiny vectors (one all zeros) with ``eps=1e-5`` passed by keyword. A wrong output
+    tiny vectors (one all zeros); every call passes eps by keyword (1e-5, 1e-6, 1e-4), so
+    the learner's default eps is never judged. A wrong output
     names the classic mistake it matches: wrong axis (T, heads, or the whole head),
     no or wrong scale, normalized after the dot product, L2 instead of RMS, one gain
     for both, q or k left unnormalized, gain before the norm, no gains, LayerNorm or
@@ -305,7 +309,7 @@ def check_qk_norm_scores(fn: Callable[..., Any]) -> None:
     passed(
         check,
         "matches QK-norm (RMSNorm) scores on 3 inputs (float32/float64, 4 queries x 6 keys, "
-        "tiny and zero vectors, eps=1e-5)",
+        "tiny and zero vectors, eps=1e-5, 1e-6, 1e-4 passed)",
     )
 
 

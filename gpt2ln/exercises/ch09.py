@@ -147,6 +147,11 @@ def _embed(idx: torch.Tensor, wte: torch.Tensor, wpe: torch.Tensor, how: str = "
         return wte[idx] * wte.shape[1] ** 0.5 + wpe[pos]
     if how == "reversed":
         return wte[idx] + wpe[pos.flip(0)]
+    if how in ("layer_norm", "rms_norm"):  # normalized on the way in: GPT-2 does not
+        h = wte[idx] + wpe[pos]
+        if how == "layer_norm":
+            h = h - h.mean(-1, keepdim=True)
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
     raise ValueError(how)
 
 
@@ -166,6 +171,17 @@ _EMBED_MISTAKES = [  # each fn(idx, wte, wpe) -> [B, T, d]
             "multiplied the token embeddings by sqrt(d) (the original Transformer does; GPT-2 does not)",
         ),
         ("reversed", "positions counted from the end: token t (0-based) gets wpe[t]"),
+        (
+            "layer_norm",
+            "normalized the embeddings (a LayerNorm on wte[idx] + wpe[pos]): GPT-2 does not normalize "
+            "the embeddings on the way in; the stream enters block 0 as the plain sum, and block 0's "
+            "ln_1 normalizes only its attention branch's copy",
+        ),
+        (
+            "rms_norm",
+            "normalized the embeddings (an RMSNorm on wte[idx] + wpe[pos]): GPT-2 does not normalize "
+            "the embeddings on the way in; the stream enters block 0 as the plain sum",
+        ),
     ]
 ]
 
@@ -188,7 +204,8 @@ def check_embed(fn: Callable[..., Any]) -> None:
     returns ``wte[idx] + wpe[pos]`` with ``pos = 0..T-1``, ``[B, T, d]``. A wrong
     output names the mistake it matches: positions from 1 or from the end, no
     ``wpe``, the token id added instead of looked up, ``wpe`` indexed by token,
-    ``wte``/``wpe`` swapped, a sqrt(d) scale.
+    ``wte``/``wpe`` swapped, a sqrt(d) scale, a LayerNorm or RMSNorm on the embeddings
+    (lesson 000's watch-out: GPT-2 does not normalize the embeddings on the way in).
     """
     check = "check_embed"
     cases = _embed_cases()

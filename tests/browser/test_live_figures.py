@@ -133,7 +133,7 @@ def _check_explorer(fig, st: dict) -> None:
     """The state's outputs and the displayed statistics equal gpt2ln on the state's inputs."""
     inp = st["inputs"]
     y = inp["scale"] * torch.tensor(inp["x"], dtype=torch.float64) + inp["shift"]
-    ln, rn = gpt2ln.layer_norm(y, eps=1e-5), gpt2ln.rms_norm(y, eps=1e-6)
+    ln, rn = gpt2ln.layer_norm(y, eps=1e-5), gpt2ln.rms_norm(y, eps=1e-5)
     close_to(st["outputs"]["layer_norm"], ln, 1e-5, "LayerNorm panel")
     close_to(st["outputs"]["rms_norm"], rn, 1e-5, "RMSNorm panel")
     for panel, v in (("input", y), ("layer_norm", ln), ("rms_norm", rn)):
