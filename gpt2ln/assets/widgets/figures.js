@@ -416,7 +416,9 @@
       qnote.textContent = "Uniform attention over the " + data.keys.length + " keys has entropy ln " + data.keys.length +
         " = " + f3(out.uniform_entropy) + " nats; one-hot attention has 0. QK-norm here: " + name +
         " of each query and each key over its D = " + data.q.length + " features, gain 1" +
-        (out.norm === "layer_norm" ? " and bias 0" : "") + ", \u03b5 = " + data.eps + ".";
+        (out.norm === "layer_norm" ? " and bias 0" : "") + ", \u03b5 = " + data.eps.toExponential() + "." +
+        (out.norm === "rms_norm" ? " Gemma 3 and Qwen 3 normalize each head like this; OLMo 2 normalizes all " +
+         "heads' queries (and keys) together, over n_head \u00b7 D features." : "");
       api.current = publish(root, inputs, out);
     }
     sIn.addEventListener("input", function () { inputs.scale = Math.pow(10, parseFloat(sIn.value)); render(); });
