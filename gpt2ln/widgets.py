@@ -32,8 +32,8 @@ JS_VERSION = "2"  # figures.js's VERSION: a page holding two versions loads the 
 MISTAKES = ("none", "eps_outside", "bessel", "wrong_axis")
 POSITIONS = ("pre", "post", "peri", "olmo2", "deepnorm")
 QK_NORMS = ("rms_norm", "layer_norm")
-# GPT-2's residual dropout in training: transformers' GPT2Config(resid_pdrop=0.1) and the
-# checkpoint's config.json (tests/test_widgets.py checks both). nn.Dropout is the identity in eval().
+# GPT-2's residual dropout in training: transformers' GPT2Config default resid_pdrop = 0.1
+# (tests/test_widgets.py checks it). nn.Dropout is the identity after model.eval().
 GPT2_RESID_PDROP = 0.1
 
 

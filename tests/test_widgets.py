@@ -386,6 +386,7 @@ def test_each_figure_adds_less_than_300_kb():
         (lambda: live.norm_explorer(mistake="nope"), ValueError),
         (lambda: live.norm_explorer(scale=0.0), ValueError),
         (lambda: live.qk_norm_explorer(q=torch.zeros(4), keys=torch.zeros(3, 5)), ValueError),
+        (lambda: live.qk_norm_explorer(norm="batch_norm"), ValueError),
         (lambda: live.block_diagram(positions=["sideways"]), ValueError),
         (lambda: live.block_diagram({"n_embd": 4}), TypeError),
         (lambda: live.residual_lens(prompts=[]), ValueError),
