@@ -333,7 +333,7 @@
     }
     input.svg.addEventListener("pointerdown", function (ev) {
       dragging = input.barAt(ev.clientX);
-      input.bars[dragging].focus();
+      input.bars[dragging].focus({preventScroll: true});
       drag(ev);
       window.addEventListener("pointermove", drag);
       window.addEventListener("pointerup", stop);
