@@ -228,7 +228,7 @@
       clear(axis);
       [-lim, -lim / 2, 0, lim / 2, lim].forEach(function (t) {
         sv("line", {x1: L, x2: W - R, y1: y(t), y2: y(t), "class": t === 0 ? "g2-zero" : "g2-grid"}, axis);
-        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, axis, (+t.toPrecision(2)).toString());
+        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, axis, (+t.toPrecision(3)).toString());
       });
       values.forEach(function (v, i) {
         var c = Math.max(-lim, Math.min(lim, v)), clipped = Math.abs(v) > lim;
