@@ -28,9 +28,13 @@ import torch
 from .config import GPT2Config
 from .norms import layer_norm, rms_norm
 
-JS_VERSION = "1"  # figures.js's VERSION: a page holding two versions loads the newest once
+JS_VERSION = "2"  # figures.js's VERSION: a page holding two versions loads the newest once
 MISTAKES = ("none", "eps_outside", "bessel", "wrong_axis")
 POSITIONS = ("pre", "post", "peri", "olmo2", "deepnorm")
+QK_NORMS = ("rms_norm", "layer_norm")
+# GPT-2's residual dropout in training: transformers' GPT2Config default resid_pdrop = 0.1
+# (tests/test_widgets.py checks it). nn.Dropout is the identity after model.eval().
+GPT2_RESID_PDROP = 0.1
 
 
 @cache
@@ -93,12 +97,23 @@ def _stats(y: torch.Tensor) -> dict[str, float]:
 # ---------------------------------------------------------------- LayerNorm vs RMSNorm
 
 
+def nice_ceil(v: float) -> float:
+    """The smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of ten that is >= v (v > 0)."""
+    p = 10.0 ** math.floor(math.log10(v))
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if m * p >= v * (1 - 1e-12):
+            return float(round(m * p, 12))
+    raise AssertionError(v)  # unreachable: 10 * p > v
+
+
 def norm_explorer_outputs(data: dict, inputs: dict) -> dict:
     """What the norm explorer shows for ``inputs`` {x, scale, shift, mistake}, computed with gpt2ln.
 
     Float64 throughout; LayerNorm with ``data["eps_ln"]``, RMSNorm with ``data["eps_rms"]``,
     no gain or bias. The mistakes are chapter 2's, applied to the reader's token; the wrong
     axis normalizes each feature over a batch of that token and ``data["others"]``.
+    ``clipped``: the features whose input bar leaves the input panel's fixed axis
+    ``[-data["input_lim"], data["input_lim"]]`` (the page marks them).
     """
     if inputs["mistake"] not in MISTAKES:
         raise ValueError(f"norm_explorer: expected mistake in {MISTAKES}, got {inputs['mistake']!r}")
@@ -111,6 +126,7 @@ def norm_explorer_outputs(data: dict, inputs: dict) -> dict:
         "layer_norm": ln.tolist(),
         "rms_norm": rn.tolist(),
         "stats": {"input": _stats(y), "layer_norm": _stats(ln), "rms_norm": _stats(rn)},
+        "clipped": [i for i, v in enumerate(y.tolist()) if abs(v) > data["input_lim"]],
         "mistake": None,
     }
     name = inputs["mistake"]
@@ -149,6 +165,13 @@ def norm_explorer(
     N(0, 1) with ``seed``). The page shows ``scale * x + shift``, its LayerNorm and its
     RMSNorm, each with mean, std and RMS, and optionally one of chapter 2's classic mistakes
     (``mistake`` in ``"none"``, ``"eps_outside"``, ``"bessel"``, ``"wrong_axis"``) with its error.
+
+    The input panel's axis is fixed for the figure's life at ``[-input_lim, input_lim]``,
+    ``input_lim = nice_ceil(2.5 * max|scale * x + shift|)`` at the first state: moving the
+    scale slider grows and shrinks the bars on screen (2.5x or more before the tallest reaches
+    the edge) while the normalized panels stay put. Bars beyond the axis are drawn to its
+    edge and marked as clipped. ``eps_rms`` defaults to 1e-5, GPT-2's LayerNorm eps, so the
+    two norms are compared like for like.
     """
     gen = torch.Generator().manual_seed(seed)
     if x is None:
@@ -162,6 +185,7 @@ def norm_explorer(
     if not shift_range[0] <= shift <= shift_range[1]:
         raise ValueError(f"norm_explorer: expected shift in {shift_range}, got {shift}")
     others = torch.randn(3, x.shape[0], generator=gen, dtype=torch.float64) * 1.5 + 0.5
+    first = (scale * x + shift).abs().max().item()
     data = {
         "x": _round(x.tolist()),
         "scale": float(scale),
@@ -172,6 +196,7 @@ def norm_explorer(
         "others": [_round(r) for r in others.tolist()],
         "scale_range": [float(lo), float(hi)],
         "shift_range": [float(v) for v in shift_range],
+        "input_lim": nice_ceil(max(2.5 * first, 0.5)),
     }
     inputs = {"x": data["x"], "scale": data["scale"], "shift": data["shift"], "mistake": mistake}
     return LiveFigure(
@@ -188,8 +213,13 @@ def norm_explorer(
 
 def qk_norm_outputs(data: dict, inputs: dict) -> dict:
     """One query's softmax row over the keys, queries and keys scaled by ``inputs["scale"]``,
-    without and with QK-norm (LayerNorm over the head dimension, gain 1, bias 0), with gpt2ln."""
+    without and with QK-norm, with gpt2ln: ``inputs["norm"]`` (default ``data["norm"]``) is
+    ``"rms_norm"`` (RMSNorm, as Gemma 3, OLMo 2 and Qwen 3 do) or ``"layer_norm"``, over the
+    head dimension, gain 1 (and bias 0), eps ``data["eps"]``."""
     s = inputs["scale"]
+    norm = inputs.get("norm", data["norm"])
+    if norm not in QK_NORMS:
+        raise ValueError(f"qk_norm: expected norm in {QK_NORMS}, got {norm!r}")
     q = s * torch.tensor(data["q"], dtype=torch.float64)  # [D]
     k = s * torch.tensor(data["keys"], dtype=torch.float64)  # [T, D]
     c = 1 / math.sqrt(q.shape[0])
@@ -205,8 +235,14 @@ def qk_norm_outputs(data: dict, inputs: dict) -> dict:
             "max_abs_score": scores.abs().max().item(),
         }
 
-    qh, kh = layer_norm(q, eps=data["eps"]), layer_norm(k, eps=data["eps"])
-    return {"plain": row(k @ q * c), "qk_norm": row(kh @ qh * c), "uniform_entropy": math.log(k.shape[0])}
+    f = rms_norm if norm == "rms_norm" else layer_norm
+    qh, kh = f(q, eps=data["eps"]), f(k, eps=data["eps"])
+    return {
+        "norm": norm,
+        "plain": row(k @ q * c),
+        "qk_norm": row(kh @ qh * c),
+        "uniform_entropy": math.log(k.shape[0]),
+    }
 
 
 def qk_norm_explorer(
@@ -216,12 +252,18 @@ def qk_norm_explorer(
     scale_range: tuple[float, float] = (0.1, 10.0),
     head_dim: int = 16,
     n_keys: int = 8,
+    norm: str = "rms_norm",
     eps: float = 1e-5,
     seed: int = 0,
 ) -> LiveFigure:
     """One attention row as the queries and keys grow: a slider multiplies q ``[D]`` and
     keys ``[T, D]`` by ``scale``; the page shows softmax(q.k / sqrt(D)) without and with
-    QK-norm, with the entropy (nats) and the largest weight of each."""
+    QK-norm, with the entropy (nats) and the largest weight of each. QK-norm is RMSNorm
+    (``norm="rms_norm"``, as Gemma 3, OLMo 2 and Qwen 3) or LayerNorm (``"layer_norm"``, as
+    ViT-22B), switched by the reader; ``eps`` is passed explicitly to both (default 1e-5,
+    GPT-2's LayerNorm eps)."""
+    if norm not in QK_NORMS:
+        raise ValueError(f"qk_norm_explorer: expected norm in {QK_NORMS}, got {norm!r}")
     gen = torch.Generator().manual_seed(seed)
     q = (
         torch.randn(head_dim, generator=gen, dtype=torch.float64)
@@ -241,16 +283,17 @@ def qk_norm_explorer(
         "q": _round(q.tolist()),
         "keys": [_round(r) for r in keys.tolist()],
         "eps": eps,
+        "norm": norm,
         "scale": float(scale),
         "scale_range": [float(v) for v in scale_range],
     }
-    inputs = {"scale": float(scale)}
+    inputs = {"scale": float(scale), "norm": norm}
     return LiveFigure(
         "qk_norm",
         data,
         {"inputs": inputs, "outputs": qk_norm_outputs(data, inputs)},
         title=f"One query against {keys.shape[0]} keys (head dimension D = {q.shape[0]}), "
-        "without and with QK-norm",
+        "without and with QK-norm (RMSNorm or LayerNorm of q and k)",
         fallback="This live figure needs JavaScript; the figures above show the same effect.",
     )
 
@@ -261,30 +304,44 @@ _LAYOUTS: dict[str, dict] = {
     "pre": {
         "label": "pre-norm (GPT-2)",
         "formula": "x = x + attn(ln_1(x));   x = x + mlp(ln_2(x))",
-        "steps": [{"branch": ["ln_1", "attn"]}, {"branch": ["ln_2", "mlp"]}],
+        "steps": [
+            {"branch": ["ln_1", "attn", "attn.resid_dropout"]},
+            {"branch": ["ln_2", "mlp", "mlp.dropout"]},
+        ],
     },
     "post": {
         "label": "post-norm (GPT-1)",
         "formula": "x = ln_1(x + attn(x));   x = ln_2(x + mlp(x))",
-        "steps": [{"branch": ["attn"]}, {"node": "ln_1"}, {"branch": ["mlp"]}, {"node": "ln_2"}],
+        "steps": [
+            {"branch": ["attn", "attn.resid_dropout"]},
+            {"node": "ln_1"},
+            {"branch": ["mlp", "mlp.dropout"]},
+            {"node": "ln_2"},
+        ],
     },
     "peri": {
         "label": "Peri-LN",
         "formula": "x = x + ln_attn_out(attn(ln_1(x)));   x = x + ln_mlp_out(mlp(ln_2(x)))",
-        "steps": [{"branch": ["ln_1", "attn", "ln_attn_out"]}, {"branch": ["ln_2", "mlp", "ln_mlp_out"]}],
+        "steps": [
+            {"branch": ["ln_1", "attn", "attn.resid_dropout", "ln_attn_out"]},
+            {"branch": ["ln_2", "mlp", "mlp.dropout", "ln_mlp_out"]},
+        ],
     },
     "olmo2": {
         "label": "OLMo 2's order",
         "formula": "x = x + ln_1(attn(x));   x = x + ln_2(mlp(x))",
-        "steps": [{"branch": ["attn", "ln_1"]}, {"branch": ["mlp", "ln_2"]}],
+        "steps": [
+            {"branch": ["attn", "attn.resid_dropout", "ln_1"]},
+            {"branch": ["mlp", "mlp.dropout", "ln_2"]},
+        ],
     },
     "deepnorm": {
         "label": "DeepNorm",
         "formula": "x = ln_1(α·x + attn(x));   x = ln_2(α·x + mlp(x))",
         "steps": [
-            {"branch": ["attn"], "alpha": True},
+            {"branch": ["attn", "attn.resid_dropout"], "alpha": True},
             {"node": "ln_1"},
-            {"branch": ["mlp"], "alpha": True},
+            {"branch": ["mlp", "mlp.dropout"], "alpha": True},
             {"node": "ln_2"},
         ],
     },
@@ -299,6 +356,10 @@ DEFAULT_LINKS: dict[str, tuple[str, str]] = {
         "chapter 6, c_attn: one matrix for queries, keys and values",
     ),
     "mlp": ("06_attention_and_mlp.html#the-mlp", "chapter 6, The MLP"),
+    "dropout": (
+        "06_attention_and_mlp.html#checking-against-gpt2ln-and-transformers",
+        "chapter 6, Checking against gpt2ln and transformers",
+    ),
     "ln_f": ("07_pre_vs_post_norm.html#why-pre-norm-needs-ln-f", "chapter 7, Why pre-norm needs ln_f"),
     "peri": (
         "11_beyond_layernorm.html#where-the-norm-goes-five-placements",
@@ -309,7 +370,9 @@ DEFAULT_LINKS: dict[str, tuple[str, str]] = {
 
 def block_layout(position: str) -> dict:
     """The diagram of one block: ``steps``, each a ``{"branch": [...]}`` sub-layer path added
-    back to the stream (``"alpha"``: DeepNorm's scaled bypass) or a ``{"node": name}`` on the stream."""
+    back to the stream (``"alpha"``: DeepNorm's scaled bypass) or a ``{"node": name}`` on the stream.
+    Names are ``gpt2ln.Block`` submodules: the residual dropouts are ``attn.resid_dropout`` and
+    ``mlp.dropout``, applied to each sub-layer's output before the sum (GPT-2 and gpt2ln alike)."""
     if position not in _LAYOUTS:
         raise ValueError(f"block_layout: expected position in {POSITIONS}, got {position!r}")
     return json.loads(json.dumps(_LAYOUTS[position]))
@@ -325,12 +388,14 @@ def block_diagram(
     position: str | None = None,
     selected: str = "ln_1",
     links: dict[str, tuple[str, str]] | None = None,
+    resid_pdrop: float = GPT2_RESID_PDROP,
 ) -> LiveFigure:
     """The transformer block as a diagram with its residual bypass, for each norm placement
     in ``positions`` (``"pre"``, ``"post"``, ``"peri"``, ``"olmo2"``, ``"deepnorm"``),
     switched by the reader. Every component shows its shapes and its parameter count,
     counted on a ``gpt2ln.GPT2`` built from ``config`` (default GPT-2 small) on the meta
-    device (no memory), and links to the section that builds it."""
+    device (no memory), and links to the section that builds it. The residual dropouts
+    (``resid_pdrop``, GPT-2's 0.1 in training; off at eval) sit on each branch before the sum."""
     from .blocks import Block
     from .model import GPT2
 
@@ -355,7 +420,15 @@ def block_diagram(
     norm_word = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}.get(config.norm, config.norm)
     components: dict[str, dict] = {}
 
-    def add(name: str, module: torch.nn.Module, what: str, link_key: str, is_norm: bool, out: str = stream):
+    def add(
+        name: str,
+        module: torch.nn.Module,
+        what: str,
+        link_key: str,
+        is_norm: bool,
+        out: str = stream,
+        lead: str = "Built in",
+    ):
         href, text = links[link_key]
         components[name] = {
             "name": name,
@@ -365,6 +438,7 @@ def block_diagram(
             "what": what,
             "link": href,
             "link_text": text,
+            "link_lead": lead,
             "is_norm": is_norm,
         }
 
@@ -392,6 +466,18 @@ def block_diagram(
         False,
     )
     add("mlp", b0.mlp, f"The MLP: c_fc [{d} → {4 * d}], GELU, c_proj [{4 * d} → {d}].", "mlp", False)
+    for name, what in (("attn.resid_dropout", "the attention's output"), ("mlp.dropout", "the MLP's output")):
+        add(
+            name,
+            b0.get_submodule(name),
+            f"Residual dropout on {what}, before it is added to the stream: in training GPT-2 "
+            f"zeroes each value with probability p_resid = {resid_pdrop:g} and scales the rest by "
+            f"1/(1 − p). It is off at eval (model.eval() makes nn.Dropout the identity); this "
+            f"model's dropout is {config.dropout:g}.",
+            "dropout",
+            False,
+            lead="Turned off for the comparisons in",
+        )
     add(
         "ln_f",
         model.ln_f,
@@ -406,7 +492,7 @@ def block_diagram(
     for p, block in blocks.items():  # every component of every placement is counted on its own block
         for step in _LAYOUTS[p]["steps"]:
             for name in step.get("branch", [step.get("node")]):
-                assert _count(getattr(block, name)) == components[name]["params"], (p, name)
+                assert _count(block.get_submodule(name)) == components[name]["params"], (p, name)
 
     layouts = {}
     for p in positions:
@@ -419,6 +505,8 @@ def block_diagram(
         "components": components,
         "n_layer": L,
         "deepnorm_alpha": config.deepnorm_alpha,
+        "resid_pdrop": resid_pdrop,
+        "dropout": config.dropout,
         "ln_1_all_layers": sum(_count(b.ln_1) for b in model.h),
         "config": {"n_embd": d, "n_head": H, "n_layer": L, "vocab_size": V, "norm": config.norm},
     }

@@ -84,8 +84,8 @@ def test_js_layer_norm_and_rms_norm_equal_gpt2ln_on_fixed_inputs():
         close(out["rms_norm"], F.rms_norm(y, y.shape, eps=1e-5).tolist())
         for panel, v in (
             ("input", y),
-            ("layer_norm", gpt2ln.layer_norm(y)),
-            ("rms_norm", gpt2ln.rms_norm(y)),
+            ("layer_norm", gpt2ln.layer_norm(y, eps=1e-5)),
+            ("rms_norm", gpt2ln.rms_norm(y, eps=1e-5)),
         ):
             s = out["stats"][panel]
             close(
@@ -115,14 +115,49 @@ def test_js_mistakes_equal_chapter_2s_formulas():
     assert errs["wrong_axis"] > 0.5 and 1e-3 < errs["bessel"] < 0.2
 
 
-def _attention_row(q: torch.Tensor, keys: torch.Tensor, qk_norm: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scores and softmax row of query q [D] against keys [T, D], from gpt2ln.CausalSelfAttention.
+@needs_node
+def test_explorer_input_axis_is_fixed_and_js_marks_the_same_clipped_bars_as_python():
+    fig = live.norm_explorer(seed=4)
+    lim = fig.data["input_lim"]
+    first = max(abs(v) for v in fig.data["x"])
+    assert 2.5 * first <= lim < 2.5 * 2 * first, "the axis is a nice number just above 2.5x the first bars"
+    assert fig.state()["outputs"]["clipped"] == []
+    settings = ((10.0, 0.0), (1.0, 5.0))
+    cases = [{"x": fig.data["x"], "scale": s, "shift": c, "mistake": "none"} for s, c in settings]
+    for case, out in zip(cases, run_js([("norm_explorer", fig.data, c) for c in cases]), strict=True):
+        y = case["scale"] * t64(case["x"]) + case["shift"]
+        want = [i for i, v in enumerate(y.tolist()) if abs(v) > lim]
+        assert out["clipped"] == want == live.norm_explorer_outputs(fig.data, case)["clipped"]
+        assert want, "these settings run some bars off the fixed axis"
+
+
+@pytest.mark.parametrize(
+    ("v", "want"), [(0.07, 0.08), (1.0, 1.0), (1.01, 1.5), (5.29, 6.0), (8.1, 10.0), (31, 40)]
+)
+def test_nice_ceil_is_the_next_round_number(v, want):
+    assert live.nice_ceil(v) == pytest.approx(want)
+
+
+def _attention_row(
+    q: torch.Tensor, keys: torch.Tensor, qk_norm: bool, norm: str = "rmsnorm"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scores and softmax row of query q [D] against keys [T, D], from gpt2ln.CausalSelfAttention
+    with QK-norm ``norm`` ("rmsnorm" or "layernorm", eps 1e-5) when ``qk_norm``.
 
     Two heads of D over d = 2D: head 0's queries read the first D features of each position and
     its keys the last D; position T - 1 holds the query and the last key, so its row sees every key.
     """
     T, D = keys.shape
-    config = GPT2Config(vocab_size=8, n_ctx=T, n_embd=2 * D, n_head=2, n_layer=1, qk_norm=qk_norm)
+    config = GPT2Config(
+        vocab_size=8,
+        n_ctx=T,
+        n_embd=2 * D,
+        n_head=2,
+        n_layer=1,
+        qk_norm=qk_norm,
+        norm=norm,
+        layer_norm_epsilon=1e-5,
+    )
     attn = gpt2ln.CausalSelfAttention(config).double().eval()
     with torch.no_grad():
         attn.c_attn.weight.zero_()
@@ -139,14 +174,24 @@ def _attention_row(q: torch.Tensor, keys: torch.Tensor, qk_norm: bool) -> tuple[
     return scores[0, 0, -1], scores.softmax(-1)[0, 0, -1]
 
 
+def test_qk_norm_figure_uses_rmsnorm_by_default_with_gpt2s_eps():
+    fig = live.qk_norm_explorer()
+    assert fig.data["norm"] == fig.state()["inputs"]["norm"] == "rms_norm" and fig.data["eps"] == 1e-5
+    assert live.qk_norm_explorer(norm="layer_norm").state()["outputs"]["norm"] == "layer_norm"
+
+
 @needs_node
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
 @pytest.mark.parametrize("scale", [0.1, 1.0, 3.7, 10.0])
-def test_js_qk_norm_row_equals_gpt2ln_attention_with_and_without_qk_norm(scale):
+def test_js_qk_norm_row_equals_gpt2ln_attention_with_and_without_qk_norm(scale, norm):
     fig = live.qk_norm_explorer(scale=1.0, seed=2)
-    (out,) = run_js([("qk_norm", fig.data, {"scale": scale})])
+    (out,) = run_js([("qk_norm", fig.data, {"scale": scale, "norm": norm})])
+    assert out == json.loads(json.dumps(out)) and out["norm"] == norm
+    close(out, live.qk_norm_outputs(fig.data, {"scale": scale, "norm": norm}), path="python")
     q, keys = scale * t64(fig.data["q"]), scale * t64(fig.data["keys"])
+    model_norm = {"rms_norm": "rmsnorm", "layer_norm": "layernorm"}[norm]
     for key, qk_norm in (("plain", False), ("qk_norm", True)):
-        scores, weights = _attention_row(q, keys, qk_norm)
+        scores, weights = _attention_row(q, keys, qk_norm, model_norm)
         close(out[key]["scores"], scores.tolist())
         close(out[key]["weights"], weights.tolist())
         close(out[key]["entropy"], torch.special.entr(weights).sum().item())
@@ -155,11 +200,29 @@ def test_js_qk_norm_row_equals_gpt2ln_attention_with_and_without_qk_norm(scale):
     close(out["uniform_entropy"], math.log(len(fig.data["keys"])))
 
 
-def test_qk_norm_row_does_not_change_with_the_scale_but_the_plain_row_saturates():
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_qk_norm_row_does_not_change_with_the_scale_but_the_plain_row_saturates(norm):
     fig = live.qk_norm_explorer()
-    small, big = (live.qk_norm_outputs(fig.data, {"scale": s}) for s in (1.0, 10.0))
+    small, big = (live.qk_norm_outputs(fig.data, {"scale": s, "norm": norm}) for s in (1.0, 10.0))
     assert big["plain"]["max_weight"] > 0.99 > small["plain"]["max_weight"]
     close(small["qk_norm"]["weights"], big["qk_norm"]["weights"], tol=1e-4)
+
+
+def test_qk_norms_differ_only_by_centering_q_and_k():
+    """RMSNorm and LayerNorm give different rows for this query (it is not centered), and equal
+    rows once q and the keys are centered (then the two norms are the same map, up to eps)."""
+    fig = live.qk_norm_explorer()
+    rms, ln = (live.qk_norm_outputs(fig.data, {"scale": 1.0, "norm": n}) for n in live.QK_NORMS)
+    diff = t64(rms["qk_norm"]["weights"]) - t64(ln["qk_norm"]["weights"])
+    assert diff.abs().max() > 1e-3
+    q, keys = t64(fig.data["q"]), t64(fig.data["keys"])
+    centered = {
+        **fig.data,
+        "q": (q - q.mean()).tolist(),
+        "keys": (keys - keys.mean(-1, keepdim=True)).tolist(),
+    }
+    rms, ln = (live.qk_norm_outputs(centered, {"scale": 1.0, "norm": n}) for n in live.QK_NORMS)
+    close(rms["qk_norm"]["weights"], ln["qk_norm"]["weights"], tol=1e-9)
 
 
 # ---------------------------------------------------------------- Python's state equals the page's
@@ -170,6 +233,7 @@ def test_python_state_equals_the_javascript_state_for_every_figure_kind():
     figs = [
         live.norm_explorer(scale=2.5, shift=-1.0, mistake="wrong_axis"),
         live.qk_norm_explorer(scale=4.0),
+        live.qk_norm_explorer(scale=0.3, norm="layer_norm"),
         live.block_diagram(positions=live.POSITIONS, position="deepnorm", selected="attn"),
         live.residual_lens(prompts=["To be, or not to be", "HAMLET:\nThe rest is"], prompt=1, token=3),
     ]
@@ -204,16 +268,37 @@ def test_block_diagram_counts_parameters_from_the_model():
 def test_block_diagram_order_is_gpt2ln_blocks_call_order(position):
     config = GPT2Config(vocab_size=16, n_ctx=8, n_embd=16, n_head=2, n_layer=2, norm_position=position)
     block = gpt2ln.Block(config).eval()
-    called: list[str] = []
-    for name, module in block.named_children():
-        if not isinstance(module, gpt2ln.HookPoint):  # the hook points name values, not components
-            module.register_forward_hook(lambda m, i, o, name=name: called.append(name))
+    called: list[str] = []  # the block's components and residual dropouts, in the order they start
+    for name, module in block.named_modules():
+        top = name and "." not in name and not isinstance(module, gpt2ln.HookPoint)
+        if top or name in ("attn.resid_dropout", "mlp.dropout"):
+            module.register_forward_pre_hook(lambda m, i, name=name: called.append(name))
     with torch.no_grad():
         block(torch.randn(1, 4, 16))
     fig = live.block_diagram(config, positions=[position])
     order = live.block_diagram_outputs(fig.data, {"position": position, "selected": None})["order"]
-    assert [n for n in order if n != "ln_f"] == [n for n in called if not n.endswith("dropout")]
+    assert [n for n in order if n != "ln_f"] == called
+    assert {"attn.resid_dropout", "mlp.dropout"} <= set(order)
     assert ("ln_f" in order) == config.use_final_norm
+
+
+def test_block_diagrams_dropout_is_gpt2s_and_off_at_eval():
+    from transformers import GPT2Config as HFConfig
+
+    fig = live.block_diagram()
+    assert fig.data["resid_pdrop"] == HFConfig().resid_pdrop == 0.1
+    drop = fig.data["components"]["attn.resid_dropout"]
+    assert drop["params"] == 0 and "p_resid = 0.1" in drop["what"] and "off at eval" in drop["what"]
+    config = GPT2Config(vocab_size=16, n_ctx=8, n_embd=16, n_head=2, n_layer=1, dropout=0.1)
+    block = gpt2ln.Block(config)
+    x = torch.randn(1, 4, 16)
+    with torch.no_grad():
+        assert not torch.equal(block.train()(x), block(x)), "training: dropout draws a new mask"
+        block.eval()
+        assert torch.equal(block(x), block(x))
+        no_drop = gpt2ln.Block(config.replace(dropout=0.0)).eval()
+        no_drop.load_state_dict(block.state_dict())
+        assert torch.equal(block(x), no_drop(x)), "eval: dropout is the identity"
 
 
 def test_block_diagram_links_point_at_existing_sections():
@@ -301,6 +386,7 @@ def test_each_figure_adds_less_than_300_kb():
         (lambda: live.norm_explorer(mistake="nope"), ValueError),
         (lambda: live.norm_explorer(scale=0.0), ValueError),
         (lambda: live.qk_norm_explorer(q=torch.zeros(4), keys=torch.zeros(3, 5)), ValueError),
+        (lambda: live.qk_norm_explorer(norm="batch_norm"), ValueError),
         (lambda: live.block_diagram(positions=["sideways"]), ValueError),
         (lambda: live.block_diagram({"n_embd": 4}), TypeError),
         (lambda: live.residual_lens(prompts=[]), ValueError),

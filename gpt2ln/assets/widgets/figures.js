@@ -8,7 +8,7 @@
  */
 (function () {
   "use strict";
-  var VERSION = "1";
+  var VERSION = "2";
 
   // ---------------------------------------------------------------- math (pure)
   function sum(a) { var s = 0; for (var i = 0; i < a.length; i++) s += a[i]; return s; }
@@ -69,6 +69,12 @@
     },
   };
 
+  /** The norms QK-norm can apply to each query and key (gain 1, bias 0). */
+  var QK_NORMS = {
+    rms_norm: {label: "RMSNorm", who: "as Gemma 3, OLMo 2 and Qwen 3", f: rmsNorm},
+    layer_norm: {label: "LayerNorm", who: "as ViT-22B", f: layerNorm},
+  };
+
   var compute = {
     /** inputs {x, scale, shift, mistake} -> the three panels, their statistics, the mistake's error. */
     norm_explorer: function (data, inp) {
@@ -77,8 +83,10 @@
       var out = {
         input: y, layer_norm: ln, rms_norm: rn,
         stats: {input: stats(y), layer_norm: stats(ln), rms_norm: stats(rn)},
+        clipped: [],
         mistake: null,
       };
+      y.forEach(function (v, i) { if (Math.abs(v) > data.input_lim) out.clipped.push(i); });
       var mk = MISTAKES[inp.mistake];
       if (!mk) throw new Error("unknown mistake " + inp.mistake);
       if (mk.f) {
@@ -88,20 +96,23 @@
       }
       return out;
     },
-    /** inputs {scale} -> one softmax row without and with QK-norm. */
+    /** inputs {scale, norm} -> one softmax row without and with QK-norm (norm: "rms_norm" or "layer_norm"). */
     qk_norm: function (data, inp) {
-      var s = inp.scale, D = data.q.length, c = 1 / Math.sqrt(D);
+      var s = inp.scale, D = data.q.length, c = 1 / Math.sqrt(D), norm = inp.norm || data.norm;
+      if (!QK_NORMS[norm]) throw new Error("unknown norm " + norm);
+      var f = QK_NORMS[norm].f;
       var q = data.q.map(function (v) { return s * v; });
       var ks = data.keys.map(function (k) { return k.map(function (v) { return s * v; }); });
-      var qh = layerNorm(q, data.eps);
+      var qh = f(q, data.eps);
       function row(scores) {
         var p = softmax(scores), k = argmax(p);
         return {scores: scores, weights: p, entropy: entropy(p), max_weight: p[k], argmax: k,
                 max_abs_score: Math.max.apply(null, scores.map(Math.abs))};
       }
       return {
+        norm: norm,
         plain: row(ks.map(function (k) { return dot(q, k) * c; })),
-        qk_norm: row(ks.map(function (k) { return dot(qh, layerNorm(k, data.eps)) * c; })),
+        qk_norm: row(ks.map(function (k) { return dot(qh, f(k, data.eps)) * c; })),
         uniform_entropy: Math.log(ks.length),
       };
     },
@@ -140,6 +151,7 @@
     math: {mean: mean, variance: variance, rms: rms, stats: stats, layerNorm: layerNorm, rmsNorm: rmsNorm,
            softmax: softmax, entropy: entropy, dot: dot, maxAbsDiff: maxAbsDiff},
     mistakes: MISTAKES,
+    qkNorms: QK_NORMS,
     compute: compute,
   };
 
@@ -186,40 +198,62 @@
     return st;
   }
 
-  /** A bar chart in an SVG on [-lim, lim], redrawn in place by update(values, lim, overlay). */
+  /** A bar chart in an SVG on [-lim, lim], redrawn in place by update(values, lim, overlay).
+   * Bars beyond the axis are drawn to its edge and marked by a triangle pointing off the chart
+   * (data-clipped="true"). With opts.interactive the bars are sliders (role="slider",
+   * tabindex 0, aria-valuenow): the figure handles their keys; the SVG is then a group, not
+   * an image, since an image cannot hold interactive children. */
   function barChart(parent, opts) {
     var W = 240, H = 180, L = 30, R = 4, T = 20, B = 20;
-    var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: "img",
+    var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: opts.interactive ? "group" : "img",
                          "aria-label": opts.title, "data-role": opts.role}, parent);
     var n = opts.n, bw = (W - L - R) / n, lim = 1;
     function y(v) { return T + (H - T - B) * (lim - v) / (2 * lim); }
-    sv("text", {x: L, y: 14, "class": "g2-title"}, svg, opts.title);
-    var axis = sv("g", {}, svg);
-    sv("text", {x: (L + W - R) / 2, y: H - 4, "class": "g2-tick", "text-anchor": "middle"}, svg, "feature i");
-    var bars = [], marks = [];
+    sv("text", {x: L, y: 14, "class": "g2-title", "aria-hidden": "true"}, svg, opts.title);
+    var axis = sv("g", {"aria-hidden": "true"}, svg);
+    sv("text", {x: (L + W - R) / 2, y: H - 4, "class": "g2-tick", "text-anchor": "middle", "aria-hidden": "true"}, svg, "feature i");
+    var bars = [], marks = [], clips = [];
     for (var i = 0; i < n; i++) {
-      bars.push(sv("rect", {x: L + i * bw + 1, width: Math.max(1, bw - 2), "class": "g2-bar " + opts.cls, "data-i": i}, svg));
-      marks.push(sv("line", {x1: L + i * bw, x2: L + (i + 1) * bw, "class": "g2-overlay"}, svg));
+      var attrs = {x: L + i * bw + 1, width: Math.max(1, bw - 2), "class": "g2-bar " + opts.cls, "data-i": i};
+      if (opts.interactive) {
+        attrs.tabindex = 0; attrs.role = "slider"; attrs["aria-label"] = "feature " + i + " of the input";
+        attrs["aria-orientation"] = "vertical";
+      }
+      bars.push(sv("rect", attrs, svg));
+      marks.push(sv("line", {x1: L + i * bw, x2: L + (i + 1) * bw, "class": "g2-overlay", "aria-hidden": "true"}, svg));
+      clips.push(sv("path", {"class": "g2-clip", "data-i": i, "aria-hidden": "true"}, svg));
     }
     function update(values, newLim, overlay) {
       lim = newLim;
       clear(axis);
       [-lim, -lim / 2, 0, lim / 2, lim].forEach(function (t) {
         sv("line", {x1: L, x2: W - R, y1: y(t), y2: y(t), "class": t === 0 ? "g2-zero" : "g2-grid"}, axis);
-        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, axis, (+t.toPrecision(2)).toString());
+        sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, axis, (+t.toPrecision(3)).toString());
       });
       values.forEach(function (v, i) {
-        var c = Math.max(-lim, Math.min(lim, v));
+        var c = Math.max(-lim, Math.min(lim, v)), clipped = Math.abs(v) > lim;
         bars[i].setAttribute("y", Math.min(y(0), y(c)));
         bars[i].setAttribute("height", Math.max(0.5, Math.abs(y(c) - y(0))));
         bars[i].setAttribute("data-value", v);
+        bars[i].setAttribute("data-clipped", clipped ? "true" : "false");
+        if (opts.interactive) {
+          bars[i].setAttribute("aria-valuenow", +v.toFixed(4));
+          bars[i].setAttribute("aria-valuemin", +Math.min(-lim, v).toFixed(4));
+          bars[i].setAttribute("aria-valuemax", +Math.max(lim, v).toFixed(4));
+          bars[i].setAttribute("aria-valuetext", f3(v) + (clipped ? " (beyond the axis, clipped)" : ""));
+        }
+        clips[i].style.display = clipped ? "" : "none";
+        if (clipped) {  // a triangle at the edge, pointing the way the bar goes on
+          var xm = L + (i + 0.5) * bw, hw = Math.min(5, bw / 2 - 1), e = v > 0 ? T : H - B, d = v > 0 ? -6 : 6;
+          clips[i].setAttribute("d", "M" + (xm - hw) + "," + e + " L" + (xm + hw) + "," + e + " L" + xm + "," + (e + d) + " Z");
+        }
         var m = overlay ? Math.max(-lim, Math.min(lim, overlay[i])) : null;
         marks[i].style.display = overlay ? "" : "none";
         if (overlay) { marks[i].setAttribute("y1", y(m)); marks[i].setAttribute("y2", y(m)); }
       });
     }
     return {
-      svg: svg, update: update,
+      svg: svg, update: update, bars: bars,
       valueAt: function (clientY) {
         var r = svg.getBoundingClientRect(), py = (clientY - r.top) * H / r.height;
         return Math.max(-lim, Math.min(lim, lim - (py - T) * 2 * lim / (H - T - B)));
@@ -245,35 +279,38 @@
     Object.keys(MISTAKES).forEach(function (k) { el("option", {value: k}, msel, MISTAKES[k].label); });
     msel.value = inputs.mistake;
     var reset = el("button", {type: "button", "data-role": "reset"}, controls, "reset");
-    el("div", {"class": "g2-hint"}, root, "Drag the gray bars up or down to change one feature of the token.");
+    el("div", {"class": "g2-hint"}, root, "Drag the gray bars up or down to change one feature of the token " +
+       "(or focus one with Tab and use the arrow keys). The input axis stays fixed, so the bars grow and " +
+       "shrink with the scale; a triangle marks a bar that runs off the axis.");
     var panels = el("div", {"class": "g2-panels"}, root);
+    var clipNote = el("div", {"class": "g2-hint", "data-role": "clip-note", "aria-live": "polite"}, root);
     var note = el("div", {"class": "g2-note", "data-role": "mistake-note"}, root);
-    var dragging = null, inputLim = null;
+    var dragging = null, lim = data.input_lim;
     var specs = [
       ["input", "input: scale · x + shift", "g2-input"],
       ["layer_norm", "after LayerNorm", "g2-ln"],
       ["rms_norm", "after RMSNorm", "g2-rms"],
     ];
-    var charts = specs.map(function (sp) {
+    var charts = specs.map(function (sp, i) {
       var box = el("div", {"class": "g2-panel", "data-panel": sp[0]}, panels);
-      var ch = barChart(box, {n: data.x.length, title: sp[1], cls: sp[2], role: sp[0]});
+      var ch = barChart(box, {n: data.x.length, title: sp[1], cls: sp[2], role: sp[0], interactive: i === 0});
       var st = el("div", {"class": "g2-stats"}, box);
       ch.stats = ["mean", "std", "RMS"].map(function (k) { return el("span", {"data-stat": k.toLowerCase()}, st); });
       return ch;
     });
 
-    function limFor(y) { return Math.max(2, 1.25 * Math.max.apply(null, y.map(Math.abs))); }
     function render() {
       var out = compute.norm_explorer(data, inputs);
-      if (inputLim === null) inputLim = limFor(out.input);
       specs.forEach(function (sp, i) {
         var overlay = sp[0] === "layer_norm" && out.mistake ? out.mistake.output : null;
-        charts[i].update(out[sp[0]], i === 0 ? inputLim : 4, overlay);
+        charts[i].update(out[sp[0]], i === 0 ? lim : 4, overlay);
         var s = out.stats[sp[0]];
         charts[i].stats[0].textContent = "mean " + f3(s.mean);
         charts[i].stats[1].textContent = "std " + f3(s.std);
         charts[i].stats[2].textContent = "RMS " + f3(s.rms);
       });
+      clipNote.textContent = out.clipped.length ? out.clipped.length + " of " + data.x.length +
+        " input bars run off the axis (\u00b1" + lim + ") and are clipped: features " + out.clipped.join(", ") + "." : "";
       if (out.mistake) {
         note.textContent = "Red lines: LayerNorm with the mistake \u201c" + MISTAKES[out.mistake.name].label +
           "\u201d. Largest error against the correct output: ";
@@ -285,43 +322,68 @@
     }
     var input = charts[0];
     input.svg.classList.add("g2-draggable");
-    function drag(ev) {
-      inputs.x[dragging] = (input.valueAt(ev.clientY) - inputs.shift) / inputs.scale;
-      render();
-    }
+    /** Feature i's input bar to show the value v: x_i = (v - shift) / scale. */
+    function setBar(i, v) { inputs.x[i] = (v - inputs.shift) / inputs.scale; render(); }
+    function drag(ev) { setBar(dragging, input.valueAt(ev.clientY)); }
     function stop() {
       if (dragging === null) return;
-      dragging = null; inputLim = null; render();
+      dragging = null;
       window.removeEventListener("pointermove", drag);
       window.removeEventListener("pointerup", stop);
     }
     input.svg.addEventListener("pointerdown", function (ev) {
       dragging = input.barAt(ev.clientX);
+      input.bars[dragging].focus({preventScroll: true});
       drag(ev);
       window.addEventListener("pointermove", drag);
       window.addEventListener("pointerup", stop);
       ev.preventDefault();
     });
-    scaleIn.addEventListener("input", function () { inputs.scale = Math.pow(10, parseFloat(scaleIn.value)); inputLim = null; render(); });
-    shiftIn.addEventListener("input", function () { inputs.shift = parseFloat(shiftIn.value); inputLim = null; render(); });
+    // The keyboard, as the ARIA slider pattern: up/right +1 step, down/left -1, PageUp/PageDown
+    // 10 steps, Home/End the axis's ends; a step is 1/40 of the axis. A bar beyond the axis moves
+    // back towards it.
+    input.bars.forEach(function (bar, i) {
+      bar.addEventListener("keydown", function (ev) {
+        var step = lim / 20, v = inputs.scale * inputs.x[i] + inputs.shift, lo = Math.min(-lim, v), hi = Math.max(lim, v);
+        var moves = {ArrowUp: step, ArrowRight: step, ArrowDown: -step, ArrowLeft: -step, PageUp: 10 * step, PageDown: -10 * step};
+        var nv;
+        if (ev.key in moves) nv = v + moves[ev.key];
+        else if (ev.key === "Home") nv = -lim;
+        else if (ev.key === "End") nv = lim;
+        else return;
+        ev.preventDefault();
+        setBar(i, Math.max(lo, Math.min(hi, nv)));
+      });
+    });
+    scaleIn.addEventListener("input", function () { inputs.scale = Math.pow(10, parseFloat(scaleIn.value)); render(); });
+    shiftIn.addEventListener("input", function () { inputs.shift = parseFloat(shiftIn.value); render(); });
     msel.addEventListener("change", function () { inputs.mistake = msel.value; render(); });
     reset.addEventListener("click", function () {
       inputs = {x: data.x.slice(), scale: data.scale, shift: data.shift, mistake: data.mistake};
       scaleIn.value = Math.log10(inputs.scale); shiftIn.value = inputs.shift; msel.value = inputs.mistake;
       scaleIn.dispatchEvent(new Event("input")); shiftIn.dispatchEvent(new Event("input"));
-      inputLim = null; render();
+      render();
     });
-    var api = {set: function (patch) { for (var k in patch) inputs[k] = patch[k]; inputLim = null; render(); }};
+    var api = {set: function (patch) { for (var k in patch) inputs[k] = patch[k]; render(); }};
     render();
     return api;
   }
 
   // ---------------------------------------------------------------- QK-norm
   function mountQKNorm(root, id, data) {
-    var inputs = {scale: data.scale};
+    var inputs = {scale: data.scale, norm: data.norm};
     var controls = el("div", {"class": "g2-controls"}, root);
     var sIn = slider(controls, "scale s of q and k", Math.log10(data.scale_range[0]), Math.log10(data.scale_range[1]),
                      0.01, Math.log10(inputs.scale), function (v) { return Math.pow(10, v).toFixed(2); }, "scale");
+    var group = el("div", {"class": "g2-radios", role: "radiogroup", "aria-label": "QK-norm applies"}, controls);
+    el("span", {}, group, "QK-norm applies ");
+    Object.keys(QK_NORMS).forEach(function (k) {
+      var lab = el("label", {}, group);
+      var r = el("input", {type: "radio", name: id + "-norm", value: k, "data-role": "norm"}, lab);
+      if (k === inputs.norm) r.checked = true;
+      el("span", {}, lab, " " + QK_NORMS[k].label + " (" + QK_NORMS[k].who + ") ");
+      r.addEventListener("change", function () { if (r.checked) { inputs.norm = k; render(); } });
+    });
     var panels = el("div", {"class": "g2-panels"}, root);
     var qnote = el("div", {"class": "g2-note"}, root);
     function chart(box, r, title, cls) {
@@ -341,7 +403,8 @@
     function render() {
       var out = compute.qk_norm(data, inputs);
       clear(panels);
-      [["plain", "no QK-norm: softmax(q·k / √D)", "g2-input"], ["qk_norm", "with QK-norm: LayerNorm of q and of k", "g2-ln"]]
+      var name = QK_NORMS[out.norm].label;
+      [["plain", "no QK-norm: softmax(q·k / √D)", "g2-input"], ["qk_norm", "with QK-norm: " + name + " of q and of k", "g2-ln"]]
         .forEach(function (sp) {
           var box = el("div", {"class": "g2-panel", "data-panel": sp[0]}, panels), r = out[sp[0]];
           chart(box, r, sp[1], sp[2]);
@@ -351,11 +414,19 @@
           el("span", {"data-stat": "max_abs_score"}, st, "max |score| " + f3(r.max_abs_score));
         });
       qnote.textContent = "Uniform attention over the " + data.keys.length + " keys has entropy ln " + data.keys.length +
-        " = " + f3(out.uniform_entropy) + " nats; one-hot attention has 0.";
+        " = " + f3(out.uniform_entropy) + " nats; one-hot attention has 0. QK-norm here: " + name +
+        " of each query and each key over its D = " + data.q.length + " features, gain 1" +
+        (out.norm === "layer_norm" ? " and bias 0" : "") + ", \u03b5 = " + data.eps.toExponential() + "." +
+        (out.norm === "rms_norm" ? " Gemma 3 and Qwen 3 normalize each head like this; OLMo 2 normalizes all " +
+         "heads' queries (and keys) together, over n_head \u00b7 D features." : "");
       api.current = publish(root, inputs, out);
     }
     sIn.addEventListener("input", function () { inputs.scale = Math.pow(10, parseFloat(sIn.value)); render(); });
-    var api = {set: function (patch) { for (var k in patch) inputs[k] = patch[k]; render(); }};
+    var api = {set: function (patch) {
+      for (var k in patch) inputs[k] = patch[k];
+      group.querySelectorAll("input").forEach(function (r) { r.checked = r.value === inputs.norm; });
+      render();
+    }};
     render();
     return api;
   }
@@ -363,7 +434,7 @@
   // ---------------------------------------------------------------- block diagram
   function mountBlockDiagram(root, id, data) {
     var inputs = {position: data.position, selected: data.selected};
-    var controls = el("div", {"class": "g2-controls g2-radios", role: "radiogroup"}, root);
+    var controls = el("div", {"class": "g2-controls g2-radios", role: "radiogroup", "aria-label": "norm placement"}, root);
     data.positions.forEach(function (p) {
       var lab = el("label", {}, controls);
       var r = el("input", {type: "radio", name: id + "-position", value: p, "data-role": "position"}, lab);
@@ -373,17 +444,29 @@
     });
     var formula = el("div", {"class": "g2-formula", "data-role": "formula"}, root);
     var holder = el("div", {"class": "g2-diagram"}, root);
-    var info = el("div", {"class": "g2-info", "data-role": "info"}, root);
+    var info = el("div", {"class": "g2-info", "data-role": "info", "aria-live": "polite"}, root);
     var totals = el("div", {"class": "g2-stats", "data-role": "totals"}, root);
+    var dnote = el("div", {"class": "g2-hint", "data-role": "dropout-note"}, root,
+      "Dashed boxes: residual dropout on each sub-layer's output before the sum, p_resid = " + data.resid_pdrop +
+      " in GPT-2's training; off at eval (nn.Dropout is the identity after model.eval()). This model's dropout: " +
+      data.dropout + ".");
+    function isDrop(name) { return /dropout$/.test(name); }
 
-    function box(svg, x, y, w, h, name, onStream) {
-      var c = data.components[name];
-      var g = sv("g", {"class": "g2-comp" + (c.is_norm ? " g2-norm" : "") + (inputs.selected === name ? " g2-selected" : ""),
-                       "data-component": name, tabindex: 0, role: "button"}, svg);
+    function box(svg, x, y, w, h, name) {
+      var c = data.components[name], drop = isDrop(name);
+      var cls = "g2-comp" + (c.is_norm ? " g2-norm" : "") + (drop ? " g2-drop" : "") +
+        (inputs.selected === name ? " g2-selected" : "");
+      var sub = drop ? "p " + data.resid_pdrop + ", train" : short(c.params) + " params";
+      // A button inside a group (not an image, which cannot hold interactive children).
+      var g = sv("g", {"class": cls, "data-component": name, tabindex: 0, role: "button",
+                       "aria-pressed": inputs.selected === name ? "true" : "false",
+                       "aria-label": name + (drop ? ": dropout, p " + data.resid_pdrop + " in training, off at eval"
+                                                  : ": " + int(c.params) + " parameters")}, svg);
       sv("rect", {x: x, y: y, width: w, height: h, rx: 6}, g);
-      var label = sv("text", {x: x + w / 2, y: y + h / 2 - 2, "text-anchor": "middle", "class": "g2-comp-name"}, g, name);
-      if (name.length > 8) label.style.fontSize = "11px";
-      sv("text", {x: x + w / 2, y: y + h / 2 + 12, "text-anchor": "middle", "class": "g2-comp-params"}, g, short(c.params) + " params");
+      var label = sv("text", {x: x + w / 2, y: y + h / 2 - 2, "text-anchor": "middle", "class": "g2-comp-name", "aria-hidden": "true"},
+                     g, drop ? "dropout" : name);
+      if (!drop && name.length > 8) label.style.fontSize = "11px";
+      sv("text", {x: x + w / 2, y: y + h / 2 + 12, "text-anchor": "middle", "class": "g2-comp-params", "aria-hidden": "true"}, g, sub);
       var pick = function () { inputs.selected = name; render(); };
       g.addEventListener("click", pick);
       g.addEventListener("keydown", function (ev) { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); pick(); } });
@@ -391,16 +474,20 @@
     }
     function render() {
       var out = compute.block_diagram(data, inputs), layout = data.layouts[inputs.position];
+      var active = document.activeElement, refocus = active && holder.contains(active) ? active.getAttribute("data-component") : null;
       formula.textContent = layout.formula;
       clear(holder);
-      var BW = 88, BH = 42, GAP = 10, yS = 150, yB = 62;
+      var BW = 88, DW = 66, BH = 42, GAP = 10, yS = 150, yB = 62;
+      function wOf(name) { return isDrop(name) ? DW : BW; }
+      function area(br) {  // the room of a branch's boxes, at least two full boxes wide, with a trailing gap
+        var w = -GAP; br.forEach(function (n) { w += wOf(n) + GAP; });
+        return Math.max(w, 2 * BW + GAP) + GAP;
+      }
       var width = 40;
-      layout.steps.forEach(function (st) {
-        width += st.branch ? Math.max(st.branch.length, 2) * (BW + GAP) + 2 * GAP + 30 : BW + 2 * GAP;
-      });
+      layout.steps.forEach(function (st) { width += st.branch ? area(st.branch) + 2 * GAP + 30 : BW + 2 * GAP; });
       width += layout.final_norm ? BW + 4 * GAP + 60 : 60;
-      var svg = sv("svg", {viewBox: "0 30 " + width + " 172", "class": "g2-block", role: "img",
-                           "aria-label": layout.label + " block diagram"}, holder);
+      var svg = sv("svg", {viewBox: "0 30 " + width + " 172", "class": "g2-block", role: "group",
+                           "aria-label": layout.label + " block diagram: " + out.order.join(", ")}, holder);
       var defs = sv("defs", {}, svg);
       var mk = sv("marker", {id: id + "-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 9, markerHeight: 9,
                               markerUnits: "userSpaceOnUse", orient: "auto"}, defs);
@@ -411,16 +498,18 @@
       var blockStart = x;
       layout.steps.forEach(function (st) {
         if (st.branch) {
-          var split = x + GAP, slots = Math.max(st.branch.length, 2);
-          var bx = split + GAP + (slots - st.branch.length) * (BW + GAP) / 2;
-          var end = split + GAP + slots * (BW + GAP), add = end + 12;
+          var split = x + GAP, room = area(st.branch), used = -GAP;
+          st.branch.forEach(function (n) { used += wOf(n) + GAP; });
+          var bx = split + GAP + (room - GAP - used) / 2;
+          var end = split + GAP + room, add = end + 12;
           sv("path", {d: "M" + split + "," + yS + " L" + split + "," + (yB + BH / 2) + " L" + bx + "," + (yB + BH / 2), "class": "g2-wire", "marker-end": arrow}, svg);
+          var bx_i = bx;
           st.branch.forEach(function (name, i) {
-            var bx_i = bx + i * (BW + GAP);
-            box(svg, bx_i, yB, BW, BH, name);
             if (i > 0) sv("line", {x1: bx_i - GAP, x2: bx_i, y1: yB + BH / 2, y2: yB + BH / 2, "class": "g2-wire", "marker-end": arrow}, svg);
+            box(svg, bx_i, yB, wOf(name), BH, name);
+            bx_i += wOf(name) + GAP;
           });
-          var last = bx + st.branch.length * (BW + GAP) - GAP;
+          var last = bx_i - GAP;
           sv("path", {d: "M" + last + "," + (yB + BH / 2) + " L" + add + "," + (yB + BH / 2) + " L" + add + "," + (yS - 11),
                       "class": "g2-wire", "marker-end": arrow}, svg);
           var bypass = sv("line", {x1: x, x2: add - 11, y1: yS, y2: yS, "class": "g2-bypass", "marker-end": arrow}, svg);
@@ -433,7 +522,7 @@
         } else {
           var nx = x + GAP;
           sv("line", {x1: x, x2: nx, y1: yS, y2: yS, "class": "g2-wire", "marker-end": arrow}, svg);
-          box(svg, nx, yS - BH / 2, BW, BH, st.node, true);
+          box(svg, nx, yS - BH / 2, BW, BH, st.node);
           x = nx + BW;
         }
       });
@@ -442,11 +531,15 @@
       if (layout.final_norm) {
         var fx = x + 3 * GAP;
         sv("line", {x1: x, x2: fx, y1: yS, y2: yS, "class": "g2-wire", "marker-end": arrow}, svg);
-        box(svg, fx, yS - BH / 2, BW, BH, "ln_f", true);
+        box(svg, fx, yS - BH / 2, BW, BH, "ln_f");
         x = fx + BW;
       }
       sv("line", {x1: x, x2: x + 30, y1: yS, y2: yS, "class": "g2-wire", "marker-end": arrow}, svg);
       sv("text", {x: x + 6, y: yS - 8, "class": "g2-tick"}, svg, layout.final_norm ? "to wte.T" : "out");
+      if (refocus) {
+        var again = holder.querySelector('[data-component="' + refocus + '"]');
+        if (again) again.focus();
+      }
 
       clear(info);
       var c = out.selected;
@@ -456,10 +549,11 @@
         el("span", {"data-role": "shapes"}, info, "Shapes " + c.shape_in + " → " + c.shape_out + ". ");
         el("span", {"data-role": "params"}, info, "Parameters: " + int(c.params) + (c.name === "ln_f" ? "" :
            " per block, " + int(c.params * data.n_layer) + " in all " + data.n_layer + " blocks") + ". ");
-        var a = el("a", {href: linkFor(c.link), "data-role": "link"}, info, "Built in " + c.link_text + ".");
+        var a = el("a", {href: linkFor(c.link), "data-role": "link"}, info, c.link_lead + " " + c.link_text + ".");
         a.setAttribute("title", c.link_text);
       } else {
-        info.textContent = "Click a component to see its shapes, its parameters and where the course builds it.";
+        info.textContent = "Click a component (or focus it with Tab and press Enter) to see its shapes, its parameters " +
+          "and where the course builds it.";
       }
       totals.textContent = "Norm parameters: " + int(out.norm_params_per_block) + " per block, " +
         int(out.norm_params_all_blocks) + " in " + data.n_layer + " blocks" +
@@ -482,6 +576,8 @@
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
   }
   function shown(tok) { return tok === " " ? "␣" : tok === "\n" ? "↵" : tok; }
+  /** Text in quotes as the reader should see it: a new line as ↵ (JSON.stringify would print \n). */
+  function quoted(text) { return "\u201c" + text.replace(/\r?\n/g, "↵") + "\u201d"; }
   function mountResidualLens(root, id, data) {
     var inputs = {prompt: data.prompt, token: data.token};
     var controls = el("div", {"class": "g2-controls"}, root);
@@ -507,7 +603,7 @@
       var step = niceStep(Math.max.apply(null, vals) * 1.1 / 4), top = step * Math.ceil(Math.max.apply(null, vals) * 1.1 / step);
       var svg = sv("svg", {viewBox: "0 0 " + W + " " + H, "class": "g2-chart", role: "img", "aria-label": "residual norm by layer", "data-role": "norms"}, box);
       function y(v) { return T + (H - T - B) * (1 - v / top); }
-      sv("text", {x: L, y: 14, "class": "g2-title"}, svg, "‖x‖ of token " + JSON.stringify(out.token) + " at each layer");
+      sv("text", {x: L, y: 14, "class": "g2-title"}, svg, "‖x‖ of token " + quoted(shown(out.token)) + " at each layer");
       for (var t = 0; t <= top + 1e-9; t += step) {
         sv("line", {x1: L, x2: W - R, y1: y(t), y2: y(t), "class": t === 0 ? "g2-zero" : "g2-grid"}, svg);
         sv("text", {x: L - 4, y: y(t) + 3, "class": "g2-tick", "text-anchor": "end"}, svg, String(+t.toPrecision(3)));
@@ -533,7 +629,7 @@
         el("td", {"data-col": "p"}, tr, out.p_top[l].toFixed(3));
       });
       el("div", {"class": "g2-stats"}, tb, "after ln_f: ‖x‖ = " + out.norm_after_ln_f.toFixed(2) +
-         "; the model predicts " + shown(out.model_prediction) + " after " + JSON.stringify(out.context) +
+         "; the model predicts " + shown(out.model_prediction) + " after " + quoted(out.context) +
          " (␣ is a space, ↵ a new line).");
       api.current = publish(root, inputs, out);
     }
