@@ -13,8 +13,10 @@ model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
 
 Each norm comes twice: a readable function (``layer_norm``, ``rms_norm``, ``dyt``) and a
 module (``LayerNorm``, ``RMSNorm``, ``DyT``) holding the parameters. The LayerNorm and
-RMSNorm modules run PyTorch's fused kernel by default (``fast=True``), the readable
-function with ``fast=False``; :func:`make_norm` builds the one a config asks for.
+RMSNorm modules run a fast path by default (``fast=True``), the readable function with
+``fast=False``; :func:`make_norm` builds the one a config asks for. The fast path of all three
+modules is a one-pass compiled kernel (``gpt2ln.fused``) for large CPU inputs without autograd,
+and PyTorch's own kernels otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fused
 from .config import GPT2Config
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -153,7 +156,8 @@ class LayerNorm(nn.Module):
     """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``.
 
     ``fast=True`` (the default) runs PyTorch's fused kernel ``F.layer_norm``, one pass
-    over memory; ``fast=False`` runs the readable :func:`layer_norm` above, seven
+    over memory (on large CPU inputs without autograd, the compiled kernel of ``gpt2ln.fused``,
+    also one pass); ``fast=False`` runs the readable :func:`layer_norm` above, seven
     elementwise kernels. They compute the same formula (tested to float32 rounding,
     and in float16/bfloat16 both accumulate in float32), so the model can be read
     with the slow path and run with the fast one.
@@ -171,6 +175,10 @@ class LayerNorm(nn.Module):
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
         _check_module_input(x, self.d, "LayerNorm")  # the fused kernel: one pass over memory
+        if fused.wanted(x, self.weight, self.bias):
+            y = fused.run("layer_norm", x, self.weight, self.bias, self.eps)
+            if y is not None:
+                return y
         return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -181,7 +189,8 @@ class RMSNorm(nn.Module):
     """RMSNorm with gain ``weight`` ``[d]`` (initialized to ones) and no bias.
 
     ``fast=True`` runs ``F.rms_norm`` (a fused kernel on GPUs; on CPU PyTorch composes it from a
-    few kernels), ``fast=False`` the readable :func:`rms_norm`.
+    few kernels, so large CPU inputs without autograd go to the one-pass compiled kernel of
+    ``gpt2ln.fused``), ``fast=False`` the readable :func:`rms_norm`.
     """
 
     def __init__(self, d: int, eps: float = 1e-6, fast: bool = True) -> None:
@@ -194,7 +203,11 @@ class RMSNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
             return rms_norm(x, self.weight, self.eps)
-        _check_module_input(x, self.d, "RMSNorm")  # the fused kernel
+        _check_module_input(x, self.d, "RMSNorm")
+        if fused.wanted(x, self.weight):
+            y = fused.run("rms_norm", x, self.weight, self.eps)
+            if y is not None:
+                return y
         return F.rms_norm(x, (self.d,), _cast(self.weight, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -206,7 +219,8 @@ class DyT(nn.Module):
 
     ``alpha`` is one learnable scalar (shape ``[1]``, starting at ``alpha_init``);
     ``weight`` (ones) and ``bias`` (zeros) are ``[d]``, the same roles as LayerNorm's
-    ``g`` and ``b``.
+    ``g`` and ``b``. Large CPU inputs without autograd run the one-pass compiled kernel of
+    ``gpt2ln.fused`` (the same formula); everything else the four elementwise kernels below.
     """
 
     def __init__(self, d: int, alpha_init: float = 0.5) -> None:
@@ -222,6 +236,10 @@ class DyT(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: ``[..., d]`` -> ``[..., d]``."""
         _check_module_input(x, self.d, "DyT")
+        if fused.wanted(x, self.alpha, self.weight, self.bias):
+            y = fused.run("dyt", x, self.alpha, self.weight, self.bias)
+            if y is not None:
+                return y
         return torch.tanh(self.alpha.to(x.dtype) * x) * self.weight.to(x.dtype) + self.bias.to(x.dtype)
 
     def extra_repr(self) -> str:
