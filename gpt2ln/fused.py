@@ -63,7 +63,9 @@ def rms_norm_kernel(x: torch.Tensor, weight: torch.Tensor | None, eps: float) ->
     return y.to(x.dtype)
 
 
-def dyt_kernel(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def dyt_kernel(
+    x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
     """DyT of x ``[..., d]``: ``tanh(alpha * x) * weight + bias`` (alpha ``[1]``, weight, bias ``[d]``)."""
     return torch.tanh(alpha.to(x.dtype) * x) * weight.to(x.dtype) + bias.to(x.dtype)
 
