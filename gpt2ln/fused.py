@@ -16,6 +16,9 @@ compiler on CPU, so :func:`run` uses a compiled kernel only where it pays and on
 * when autograd is not recording (``torch.no_grad``/``inference_mode``, or nothing requires a
   gradient): training keeps PyTorch's differentiable kernels, so a training loop pays no compile
   warm-up and its gradients are exactly those of before;
+* where inductor can vectorize its C++ loop (it finds a SIMD instruction set; with
+  ``ATEN_CPU_CAPABILITY=default`` it does not, and a scalar compiled loop is slower than
+  PyTorch's own kernels, measured: 4x for LayerNorm);
 * unless the environment sets ``GPT2LN_COMPILE=0``.
 
 The first call decides: it compiles (``dynamic=True``: one kernel for every shape) and runs the
@@ -94,6 +97,21 @@ def wanted(x: torch.Tensor, *params: torch.Tensor | None) -> bool:
     return True
 
 
+def _no_simd() -> str | None:
+    """Why a compiled CPU loop would not be vectorized, or None if it would be."""
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        if not pick_vec_isa():
+            return (
+                "no SIMD instruction set for inductor's C++ (ATEN_CPU_CAPABILITY=default, or the CPU): "
+                "a scalar compiled loop is slower than PyTorch's kernels"
+            )
+    except Exception as err:  # an inductor without this function: let the compile itself decide
+        return None if isinstance(err, ImportError) else f"{type(err).__name__}: {err}"
+    return None
+
+
 def run(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
     """The compiled kernel ``name`` (``layer_norm``, ``rms_norm``, ``dyt``) on ``args``, or None
     where it is not available (then the caller runs its eager path)."""
@@ -102,6 +120,10 @@ def run(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
     fn = _COMPILED.get(name)
     try:
         if fn is None:
+            why = _no_simd()
+            if why is not None:
+                STATUS[name] = f"unavailable: {why}"
+                return None
             fn = _COMPILED[name] = torch.compile(_KERNELS[name], dynamic=True)
         y = fn(*args)
     except Exception as err:  # no C++ compiler, an unsupported platform, ...: never fail a forward

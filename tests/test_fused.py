@@ -36,7 +36,10 @@ def fresh(monkeypatch):
     monkeypatch.delenv("GPT2LN_COMPILE", raising=False)
 
 
-@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("cc") is None, reason="no C++ compiler")
+@pytest.mark.skipif(
+    (shutil.which("g++") is None and shutil.which("cc") is None) or fused._no_simd() is not None,
+    reason="no C++ compiler, or no SIMD for inductor (ATEN_CPU_CAPABILITY=default): the eager path runs",
+)
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "dyt"])
 def test_compiled_kernel_equals_the_readable_function(fresh, name):
     module, readable = _modules()[name]
@@ -91,3 +94,13 @@ def test_module_gradients_equal_the_readable_functions(name):
     want = torch.autograd.grad((readable(x) * up).sum(), [x, *params])
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+def test_no_simd_means_no_compile(fresh, monkeypatch):
+    monkeypatch.setattr(fused, "_no_simd", lambda: "scalar only")
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: pytest.fail("compiled without SIMD"))
+    module, readable = _modules()["rms_norm"]
+    x = torch.randn(ROWS, D)
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), readable(x), atol=2e-5, rtol=2e-5)
+    assert fused.STATUS["rms_norm"] == "unavailable: scalar only"
