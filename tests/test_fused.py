@@ -40,7 +40,7 @@ def fresh(monkeypatch):
     (shutil.which("g++") is None and shutil.which("cc") is None) or fused._no_simd() is not None,
     reason="no C++ compiler, or no SIMD for inductor (ATEN_CPU_CAPABILITY=default): the eager path runs",
 )
-@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "dyt"])
+@pytest.mark.parametrize("name", ["rms_norm", "dyt"])  # LayerNorm's module calls F.layer_norm
 def test_compiled_kernel_equals_the_readable_function(fresh, name):
     module, readable = _modules()[name]
     x = torch.randn(ROWS, D, generator=torch.Generator().manual_seed(1)) * 3 + 1
@@ -65,7 +65,7 @@ def test_used_only_without_autograd_on_large_cpu_inputs(fresh, monkeypatch):
         assert not fused.wanted(big, w)
 
 
-@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "dyt"])
+@pytest.mark.parametrize("name", ["rms_norm", "dyt"])
 def test_a_failing_compile_falls_back_once_and_for_good(fresh, monkeypatch, name):
     calls = []
 
