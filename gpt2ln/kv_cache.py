@@ -7,20 +7,34 @@ and no change to the model's code: the position embedding continues at the cache
 layer's :class:`~gpt2ln.attention.Attend` writes its new keys and values into the cache and
 attends over all of them, and after the forward the cache advances. With ``last_only`` the
 final norm (and so the unembedding, the largest product of a decoding step) sees only the last
-position. :func:`generate` is the loop, run under ``gemv.multicore()`` unless asked not to.
+position. :func:`generate` is the loop.
+
+That readable path pays Python for every hook and module call, a few milliseconds per token on
+GPT-2 small, next to the ~15 ms it takes a CPU to read the weights once. So by default each
+one-token step after the prompt runs :func:`decode_step` instead (the recipe of gpt-fast: a
+static cache and a one-token step with nothing else in it): the same modules' weights and the
+same operations, in a plain loop over the blocks, writing into the same preallocated
+:class:`KVCache`. Its matrix-vector products go to ``F.linear`` or to the multi-core
+``gemv.linear``, whichever :func:`choose_gemv` measured to be faster on this machine (once per
+process and model shape), so no choice is tuned to one CPU. The tokens are those of the
+readable path (tested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from functools import partial
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import gemv
+from .blocks import gelu
 from .config import GPT2Config
+from .timing import time_interleaved
 
 
 class KVCache:
@@ -129,6 +143,97 @@ def decoding(
             h.remove()
 
 
+Linear = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+def supports_fast_step(model: nn.Module) -> bool:
+    """Whether :func:`decode_step` computes what ``model`` computes: pre-norm blocks (GPT-2's),
+    and no dropout active. Other placements decode on the readable path."""
+    cfg = model.config
+    return cfg.norm_position == "pre" and not (model.training and cfg.dropout > 0)
+
+
+def decode_step(model: nn.Module, tok: torch.Tensor, kv: KVCache, linear: Linear = F.linear) -> torch.Tensor:
+    """One decoding step: token ids tok ``[B, 1]`` at position ``kv.length`` -> logits ``[B, vocab]``.
+
+    The forward of a pre-norm ``GPT2`` for one new token, written out: embeddings, then per block
+    ``x + c_proj(attention(ln_1(x)))`` with this token's key and value written into ``kv`` and
+    the query attending to every cached position, then ``x + mlp(ln_2(x))``; ``ln_f`` and the tied
+    unembedding. Same modules, same weights, same kernels as ``model(tok)`` inside
+    :func:`decoding`, without the hooks and the per-module bookkeeping. ``linear(x, W, b)`` runs
+    the products (``F.linear`` or ``gemv.linear``). Advances ``kv`` by one.
+    """
+    B, pos, C = tok.shape[0], kv.length, model.config.n_embd
+    H, D = model.config.n_head, model.config.head_dim
+    kv.check_room(1)
+    end = pos + 1
+    x = model.wte(tok) + model.wpe.weight[pos]  # [B, 1, d]
+    for layer, block in enumerate(model.h):
+        attn, mlp = block.attn, block.mlp
+        qkv = linear(block.ln_1(x), attn.c_attn.weight, attn.c_attn.bias)  # [B, 1, 3d]
+        q, k, v = (t.view(B, 1, H, D).transpose(1, 2) for t in qkv.split(C, dim=-1))  # [B, H, 1, D]
+        if attn.qk_norm:
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        kv.k[layer, :, :, pos:end] = k
+        kv.v[layer, :, :, pos:end] = v
+        y = F.scaled_dot_product_attention(q, kv.k[layer, :, :, :end], kv.v[layer, :, :, :end])
+        x = x + linear(y.transpose(1, 2).reshape(B, 1, C), attn.c_proj.weight, attn.c_proj.bias)
+        h = gelu(linear(block.ln_2(x), mlp.c_fc.weight, mlp.c_fc.bias))
+        x = x + linear(h, mlp.c_proj.weight, mlp.c_proj.bias)
+    kv.advance(1)
+    h = model.ln_f(x)[:, -1]  # [B, d]
+    if linear is F.linear:
+        return h @ model.wte.weight.T  # the readable path's own unembedding, the same kernel
+    return linear(h, model.wte.weight, None)  # [B, vocab]
+
+
+#: the measured choice per (device, threads, dtype, model shape, batch): see :func:`choose_gemv`
+GEMV_CHOICE: dict[tuple, dict[str, Any]] = {}
+
+
+def choose_gemv(model: nn.Module, batch: int = 1, repeats: int = 5) -> dict[str, Any]:
+    """Measure once whether :func:`decode_step` is faster with ``gemv.linear`` or ``F.linear`` here.
+
+    Times one step of ``model`` with each (interleaved, ``repeats`` rounds after one warm-up, on
+    a scratch cache) and picks ``gemv.linear`` only if its median is below 0.95x ``F.linear``'s,
+    so the default is never slower than the plain product by more than the noise. The answer is
+    cached in :data:`GEMV_CHOICE` for the process. Returns ``{"gemv": bool, "why": str, ...}``.
+    """
+    cfg, w = model.config, model.wte.weight
+    threads = torch.get_num_threads()
+    key = (str(w.device), threads, w.dtype, cfg.vocab_size, cfg.n_embd, cfg.n_layer, cfg.n_head, batch)
+    if key in GEMV_CHOICE:
+        return GEMV_CHOICE[key]
+    if w.device.type != "cpu" or threads < 2:
+        why = "not a multi-core CPU: gemv.linear would only call F.linear"
+        choice: dict[str, Any] = {"gemv": False, "why": why, "step_ms": None}
+    else:
+        kv = KVCache.for_model(cfg, batch, 1, w.device, w.dtype)
+        tok = torch.zeros(batch, 1, dtype=torch.long, device=w.device)
+
+        def step(linear: Linear) -> Callable[[], None]:
+            def call() -> None:
+                kv.reset()
+                decode_step(model, tok, kv, linear)
+
+            return call
+
+        with torch.inference_mode():
+            med = time_interleaved(
+                {"gemv.linear": step(gemv.linear), "F.linear": step(F.linear)}, repeats=repeats, warmup=1
+            )
+        use = med["gemv.linear"] < 0.95 * med["F.linear"]
+        ms = {k: v * 1e3 for k, v in med.items()}
+        why = (
+            f"one decoding step on {threads} threads: gemv.linear {ms['gemv.linear']:.2f} ms, "
+            f"F.linear {ms['F.linear']:.2f} ms -> {'gemv.linear' if use else 'F.linear'}"
+            f"{'' if use else ' (gemv.linear is chosen only when below 0.95x)'}"
+        )
+        choice = {"gemv": use, "why": why, "step_ms": ms}
+    GEMV_CHOICE[key] = choice
+    return choice
+
+
 def sample(
     logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
@@ -152,15 +257,24 @@ def generate(
     top_k: int | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
-    multicore: bool = True,
+    multicore: bool | None = None,
+    fast: bool = True,
 ) -> torch.Tensor:
-    """``model.generate``: idx ``[B, T]`` -> ``[B, T + max_new_tokens]`` (see ``GPT2.generate``)."""
+    """``model.generate``: idx ``[B, T]`` -> ``[B, T + max_new_tokens]`` (see ``GPT2.generate``).
+
+    ``fast`` (with the cache, for pre-norm models) runs each one-token step with
+    :func:`decode_step`; otherwise every step is ``model(...)`` inside :func:`decoding`.
+    ``multicore``: None lets :func:`choose_gemv` pick the fast step's product; True/False force
+    ``gemv.linear``/``F.linear`` (on the readable path True runs it under ``gemv.multicore()``).
+    """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"generate: expected max_new_tokens to be an int >= 0, got {max_new_tokens!r}")
     if not temperature >= 0:
         raise ValueError(f"generate: expected temperature >= 0, got {temperature}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"generate: expected top_k to be None or an int >= 1, got {top_k!r}")
+    if multicore is not None and not isinstance(multicore, bool):
+        raise TypeError(f"generate: expected gemv to be None, True or False, got {multicore!r}")
     n_ctx = model.config.n_ctx
     model.check_idx(idx[:, -n_ctx:] if isinstance(idx, torch.Tensor) and idx.ndim == 2 else idx)
     B, T0 = idx.shape
@@ -170,14 +284,21 @@ def generate(
     if use_cache and max_new_tokens > 0:
         max_len = min(n_ctx, T0 + max_new_tokens)
         kv = KVCache.for_model(model.config, B, max_len, idx.device, model.wte.weight.dtype)
-    fast_gemv = multicore and idx.device.type == "cpu"  # gemv.linear only helps on a multi-core CPU
-    with decoding(model, kv, last_only=True), gemv.multicore() if fast_gemv else nullcontext():
+    step = None
+    if fast and kv is not None and supports_fast_step(model):
+        use_gemv = choose_gemv(model, B)["gemv"] if multicore is None else multicore
+        step = partial(decode_step, model, kv=kv, linear=gemv.linear if use_gemv else F.linear)
+    readable_gemv = multicore is True and step is None and idx.device.type == "cpu"
+    with decoding(model, kv, last_only=True), gemv.multicore() if readable_gemv else nullcontext():
         for t in range(T0, T0 + max_new_tokens):
             if kv is not None and 0 < kv.length < kv.max_len:
-                logits = model(out[:, t - 1 : t])  # the newest token only
+                if step is not None:
+                    logits = step(out[:, t - 1 : t])  # [B, vocab]
+                else:
+                    logits = model(out[:, t - 1 : t])[:, -1, :]  # the newest token only
             else:  # first step, no cache, or the window is full: run the last n_ctx tokens
                 if kv is not None:
                     kv.reset()
-                logits = model(out[:, max(0, t - n_ctx) : t])
-            out[:, t : t + 1] = sample(logits[:, -1, :], temperature, top_k, generator)
+                logits = model(out[:, max(0, t - n_ctx) : t])[:, -1, :]
+            out[:, t : t + 1] = sample(logits, temperature, top_k, generator)
     return out

@@ -147,7 +147,8 @@ class GPT2(nn.Module):
         top_k: int | None = None,
         generator: torch.Generator | None = None,
         use_cache: bool = True,
-        gemv: bool = True,
+        gemv: bool | None = None,
+        fast: bool = True,
     ) -> torch.Tensor:
         """Extend idx ``[B, T]`` by ``max_new_tokens`` -> ``[B, T + max_new_tokens]``.
 
@@ -156,12 +157,16 @@ class GPT2(nn.Module):
         with ``generator`` for reproducibility. With ``use_cache`` each step feeds
         only the new token and reuses past keys and values (``gpt2ln.kv_cache``); once the
         sequence fills the context window the model recomputes over the last ``n_ctx``
-        tokens. ``gemv`` runs the one-token matrix products on every CPU core
-        (``gpt2ln.gemv.multicore``). Call ``model.eval()`` first if the model has dropout.
+        tokens. ``fast`` (the default) runs each one-token step as one plain function,
+        ``gpt2ln.kv_cache.decode_step``, instead of the model's forward with hooks (the readable
+        path, ``fast=False``); both give the same tokens. ``gemv``: None (the default) lets
+        ``gpt2ln.kv_cache.choose_gemv`` measure once whether the multi-core ``gpt2ln.gemv.linear``
+        beats ``F.linear`` here; True or False forces one. Call ``model.eval()`` first if the
+        model has dropout.
         """
-        from .kv_cache import generate  # the decoding path: KV cache and multi-core GEMV
+        from .kv_cache import generate  # the decoding path: KV cache, one-token step, GEMV
 
-        return generate(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv)
+        return generate(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv, fast)
 
     @classmethod
     def from_hf_state_dict(

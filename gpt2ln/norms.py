@@ -13,8 +13,10 @@ model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
 
 Each norm comes twice: a readable function (``layer_norm``, ``rms_norm``, ``dyt``) and a
 module (``LayerNorm``, ``RMSNorm``, ``DyT``) holding the parameters. The LayerNorm and
-RMSNorm modules run PyTorch's fused kernel by default (``fast=True``), the readable
-function with ``fast=False``; :func:`make_norm` builds the one a config asks for.
+RMSNorm modules run a fast path by default (``fast=True``), the readable function with
+``fast=False``; :func:`make_norm` builds the one a config asks for. LayerNorm's fast path is
+PyTorch's fused ``F.layer_norm``; RMSNorm's and DyT's is a one-pass compiled kernel
+(``gpt2ln.fused``) for large CPU inputs without autograd, and PyTorch's own kernels otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fused
 from .config import GPT2Config
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -172,7 +175,9 @@ class LayerNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
-        _check_module_input(x, self.d, "LayerNorm")  # the fused kernel: one pass over memory
+        # PyTorch's fused kernel, one pass over memory (on CPU it measured at least as fast as the
+        # compiled kernel of gpt2ln.fused, which RMSNorm and DyT use)
+        _check_module_input(x, self.d, "LayerNorm")
         return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -184,7 +189,8 @@ class RMSNorm(nn.Module):
     default, the same as :class:`LayerNorm` (see :func:`rms_norm`).
 
     ``fast=True`` runs ``F.rms_norm`` (a fused kernel on GPUs; on CPU PyTorch composes it from a
-    few kernels), ``fast=False`` the readable :func:`rms_norm`.
+    few kernels, so large CPU inputs without autograd go to the one-pass compiled kernel of
+    ``gpt2ln.fused``), ``fast=False`` the readable :func:`rms_norm`.
     """
 
     def __init__(self, d: int, eps: float = 1e-5, fast: bool = True) -> None:
@@ -197,7 +203,11 @@ class RMSNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
             return rms_norm(x, self.weight, self.eps)
-        _check_module_input(x, self.d, "RMSNorm")  # the fused kernel
+        _check_module_input(x, self.d, "RMSNorm")
+        if fused.wanted(x, self.weight):
+            y = fused.run("rms_norm", x, self.weight, self.eps)
+            if y is not None:
+                return y
         return F.rms_norm(x, (self.d,), _cast(self.weight, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -209,7 +219,8 @@ class DyT(nn.Module):
 
     ``alpha`` is one learnable scalar (shape ``[1]``, starting at ``alpha_init``);
     ``weight`` (ones) and ``bias`` (zeros) are ``[d]``, the same roles as LayerNorm's
-    ``g`` and ``b``.
+    ``g`` and ``b``. Large CPU inputs without autograd run the one-pass compiled kernel of
+    ``gpt2ln.fused`` (the same formula); everything else the four elementwise kernels below.
     """
 
     def __init__(self, d: int, alpha_init: float = 0.5) -> None:
@@ -225,6 +236,10 @@ class DyT(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: ``[..., d]`` -> ``[..., d]``."""
         _check_module_input(x, self.d, "DyT")
+        if fused.wanted(x, self.alpha, self.weight, self.bias):
+            y = fused.run("dyt", x, self.alpha, self.weight, self.bias)
+            if y is not None:
+                return y
         return torch.tanh(self.alpha.to(x.dtype) * x) * self.weight.to(x.dtype) + self.bias.to(x.dtype)
 
     def extra_repr(self) -> str:

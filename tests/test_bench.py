@@ -9,11 +9,13 @@ from gpt2ln import GPT2Config
 from gpt2ln.bench import (
     bench_forward,
     bench_generate,
+    bench_generate_memory,
     bench_layer_norm,
     compare_tokens,
     make_pair,
     peak_memory,
     profile_forward,
+    profile_generate,
     run,
 )
 
@@ -44,15 +46,29 @@ def test_bench_forward_rows(pair):
         assert all(_positive_finite(r[k]) for k in ("gpt2ln_ms", "transformers_ms", "ratio"))
 
 
-def test_bench_generate_compares_tokens(pair):
+def test_bench_generate_compares_tokens_on_every_path(pair):
     out = bench_generate(*pair, prompt_len=4, new_tokens=6, repeats=1, warmup=0)
     assert out["tokens_equal"], out["mismatch"]
-    assert _positive_finite(out["ratio"]) and _positive_finite(out["gpt2ln_without_gemv_ms"])
+    assert set(out["paths"]) == {"eager", "fast", "fast, F.linear", "fast, gemv.linear", "transformers"}
+    assert out["default_path"] in out["paths"] and isinstance(out["gemv_choice"]["why"], str)
+    assert _positive_finite(out["ratio"]) and out["ratio"] == out["paths"]["fast"]["vs_transformers"]
     ours = pair[0]
     n_weights = sum(p.numel() for p in ours.parameters()) - ours.wpe.weight.numel()
     assert out["weight_bytes"] == 4 * n_weights  # float32, every matrix read once per token
-    for k in ("read_GBps", "floor_ms_per_token", "gpt2ln_weight_GBps", "transformers_ms_per_token"):
+    for k in ("read_GBps", "floor_ms_per_token"):
         assert _positive_finite(out[k]), k
+    for p in out["paths"].values():
+        assert _positive_finite(p["ms"]) and p["ms_per_token"] >= 0
+    assert out["fast_of_floor"] == out["paths"]["fast"]["of_floor"]
+
+
+def test_bench_generate_memory_kv_cache_matches_its_formula(pair):
+    out = bench_generate_memory(*pair, prompt_len=4, new_tokens=6)
+    kv = out["kv_cache"]
+    assert kv["T"] == 10 and kv["bytes"] == kv["formula_bytes"] == 2 * TINY.n_layer * 10 * TINY.n_embd * 4
+    for side in ("gpt2ln", "gpt2ln_eager", "transformers"):
+        assert out[side]["method"].startswith("torch.profiler")
+    assert out["gpt2ln"]["peak_MiB"] * 2**20 >= kv["bytes"]  # the cache is allocated inside the call
 
 
 def test_compare_tokens_reports_a_mismatch():
@@ -77,6 +93,7 @@ def test_bench_generate_reports_a_mismatch(pair, monkeypatch):
     monkeypatch.setattr(ours, "generate", wrong)
     out = bench_generate(ours, theirs, prompt_len=4, new_tokens=3, repeats=1, warmup=0)
     assert not out["tokens_equal"] and "token [0, 6]" in out["mismatch"]
+    assert out["mismatch"].count("token [0, 6]") == 4  # the four gpt2ln paths against transformers
 
 
 def test_bench_layer_norm_rows():
@@ -89,17 +106,32 @@ def test_bench_layer_norm_rows():
             "F.layer_norm",
             "gpt2ln.rms_norm",
             "gpt2ln.RMSNorm (module)",
+            "F.rms_norm",
+            "gpt2ln.dyt",
+            "gpt2ln.DyT (module)",
         }
         assert _positive_finite(r["copy_GBps"]) and r["compile_error"] is None
         assert all(_positive_finite(v["GBps"]) and _positive_finite(v["us"]) for v in r["impls"].values())
 
 
-def test_peak_memory_and_profile(pair):
+def test_peak_memory_counts_the_tensors_held_at_once():
+    def two_then_one():
+        a = torch.ones(2**20)  # 4 MiB
+        b = torch.ones(2**19)  # + 2 MiB: 6 MiB held
+        del a, b
+        return torch.ones(2**20)  # 4 MiB again, after both were freed
+
+    assert peak_memory(lambda: torch.ones(2**20), "cpu")["peak_MiB"] == 4.0
+    mem = peak_memory(two_then_one, "cpu")
+    assert mem["method"].startswith("torch.profiler") and mem["peak_MiB"] == 6.0
+
+
+def test_profiles(pair):
     ours, _ = pair
-    mem = peak_memory(lambda: torch.ones(2**20), "cpu")
-    assert isinstance(mem["method"], str) and mem["peak_MiB"] >= 0
     ops = profile_forward(ours, torch.zeros(1, 8, dtype=torch.long), top=3)
     assert 1 <= len(ops) <= 3 and all(o["self_cpu_ms"] > 0 and 0 < o["share"] <= 1 for o in ops)
+    gen = profile_generate(ours, torch.zeros(1, 4, dtype=torch.long), 3, top=3)
+    assert 0 < gen["ops_ms"] and 0 < gen["wall_ms"] and len(gen["top_ops"]) == 3
 
 
 def test_run_record_structure():
@@ -127,7 +159,9 @@ def test_run_record_structure():
         "load_average",
     }
     fp32 = rec["runs"]["float32"]
-    assert set(fp32) == {"forward", "gemv", "generate", "memory", "layer_norm"}
+    assert set(fp32) == {"forward", "gemv", "generate", "generate_memory", "memory", "layer_norm"}
+    assert isinstance(rec["summary"]["norm_modules_goal_met"], bool) and rec["summary"]["default_path_why"]
+    assert rec["profile_generate"]["eager"]["top_ops"]
     assert rec["summary"]["outputs_match"]
     assert all(_positive_finite(v) for v in rec["summary"]["forward_ratios"].values())
 

@@ -1,12 +1,13 @@
 """gpt2ln.gemv.linear: the multi-core matrix-vector product equals F.linear wherever it is used,
 and hands everything else to F.linear; gemv.multicore applies it to a model's products, only
-inside its `with` block."""
+inside its `with` block. The fast decoding step (gpt2ln.kv_cache.decode_step) gives the readable
+path's tokens with either product, and choose_gemv measures once which one to use."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt2ln import GPT2, GPT2Config
+from gpt2ln import GPT2, GPT2Config, kv_cache
 from gpt2ln.gemv import MAX_ROWS, linear, multicore
 
 
@@ -77,13 +78,83 @@ def test_multicore_sends_linear_and_matmul_by_a_transposed_weight_to_gemv(two_th
         lin(torch.randn(1, 7))
 
 
-def test_generate_uses_gemv_unless_told_not_to(two_threads, bmm_calls):
+def test_generate_uses_gemv_only_where_told_or_chosen(two_threads, bmm_calls):
     model = GPT2(GPT2Config(vocab_size=97, n_ctx=32, n_embd=48, n_layer=2, n_head=4)).eval()
     idx = torch.randint(0, 97, (1, 5))
     a = model.generate(idx, 6, temperature=0, gemv=False)
     assert bmm_calls == []
-    b = model.generate(idx, 6, temperature=0)
-    # 5 one-token steps after the prompt's, each 2 layers x 4 products + the unembedding, and the
-    # prompt step's unembedding (of its last position only)
-    assert len(bmm_calls) == 5 * (2 * 4 + 1) + 1
-    assert torch.equal(a, b)
+    b = model.generate(idx, 6, temperature=0, gemv=True)
+    # 5 one-token steps after the prompt's, each 2 layers x 4 products + the unembedding
+    assert len(bmm_calls) == 5 * (2 * 4 + 1)
+    c = model.generate(idx, 6, temperature=0, gemv=True, fast=False)  # the readable path, under multicore()
+    # there the prompt step's unembedding (of its last position only) goes to gemv too
+    assert len(bmm_calls) == 2 * 5 * (2 * 4 + 1) + 1
+    assert torch.equal(a, b) and torch.equal(a, c)
+
+
+CONFIGS = {
+    "gpt2": {},
+    "rmsnorm, qk-norm": {"norm": "rmsnorm", "qk_norm": True},
+    "dyt": {"norm": "dyt"},
+    "no final norm": {"norm": "none"},
+}
+
+
+@pytest.mark.parametrize("kw", CONFIGS.values(), ids=CONFIGS.keys())
+@pytest.mark.parametrize("use_gemv", [False, True])
+def test_fast_step_gives_the_readable_paths_tokens(two_threads, kw, use_gemv):
+    torch.manual_seed(0)
+    model = GPT2(GPT2Config(vocab_size=97, n_ctx=24, n_embd=48, n_layer=2, n_head=4, **kw)).eval()
+    idx = torch.randint(0, 97, (2, 5))
+    readable = model.generate(idx, 30, temperature=0, fast=False)  # 35 > n_ctx: the window slides
+    fast = model.generate(idx, 30, temperature=0, gemv=use_gemv)
+    assert torch.equal(readable, fast)
+    sampled = [
+        model.generate(idx, 12, top_k=5, generator=torch.Generator().manual_seed(3), fast=f)
+        for f in (False, True)
+    ]
+    assert torch.equal(*sampled)
+
+
+def test_fast_step_logits_equal_the_models_forward():
+    torch.manual_seed(1)
+    model = GPT2(GPT2Config(vocab_size=97, n_ctx=24, n_embd=48, n_layer=3, n_head=4)).eval()
+    idx = torch.randint(0, 97, (2, 9))
+    kv = kv_cache.KVCache.for_model(model.config, 2, 9)
+    with torch.no_grad():
+        full = model(idx)  # [2, 9, vocab]
+        with kv_cache.decoding(model, kv):
+            model(idx[:, :8])
+        assert kv.length == 8
+        step = kv_cache.decode_step(model, idx[:, 8:], kv)
+    assert kv.length == 9 and step.shape == (2, 97)
+    torch.testing.assert_close(step, full[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_other_norm_placements_decode_on_the_readable_path(monkeypatch):
+    model = GPT2(GPT2Config(vocab_size=97, n_ctx=24, n_embd=48, n_layer=2, n_head=4, norm_position="post"))
+    model.eval()
+    assert not kv_cache.supports_fast_step(model)
+    monkeypatch.setattr(kv_cache, "decode_step", lambda *a, **k: pytest.fail("decode_step used"))
+    idx = torch.randint(0, 97, (1, 4))
+    assert torch.equal(
+        model.generate(idx, 6, temperature=0), model.generate(idx, 6, temperature=0, fast=False)
+    )
+
+
+def test_choose_gemv_measures_once_and_says_why(two_threads, monkeypatch):
+    model = GPT2(GPT2Config(vocab_size=91, n_ctx=16, n_embd=32, n_layer=1, n_head=2)).eval()
+    monkeypatch.setattr(kv_cache, "GEMV_CHOICE", {})
+    choice = kv_cache.choose_gemv(model)
+    assert isinstance(choice["gemv"], bool) and "gemv.linear" in choice["why"] and "F.linear" in choice["why"]
+    assert set(choice["step_ms"]) == {"gemv.linear", "F.linear"}
+    monkeypatch.setattr(kv_cache, "time_interleaved", lambda *a, **k: pytest.fail("measured twice"))
+    assert kv_cache.choose_gemv(model) is choice  # cached for the process
+    torch.set_num_threads(1)
+    assert kv_cache.choose_gemv(model)["gemv"] is False  # one thread: nothing to choose
+
+
+def test_generate_rejects_a_non_bool_gemv():
+    model = GPT2(GPT2Config(vocab_size=97, n_ctx=16, n_embd=32, n_layer=1, n_head=2)).eval()
+    with pytest.raises(TypeError, match="expected gemv to be None, True or False"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 2, gemv="yes")
