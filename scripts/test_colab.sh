@@ -39,5 +39,5 @@ wheel=$(ls "$work"/wheels/gpt2ln-*.whl)
 echo "test_colab: built $(basename "$wheel"); set-up took $(( $(date +%s) - start )) s"
 
 GPT2LN_COLAB_PYTHON="$PWD/$venv/bin/python" GPT2LN_COLAB_WHEEL="$wheel" \
-  bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs tests/colab
+  bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 tests/colab
 echo "test_colab: the Colab path took $(( $(date +%s) - start )) s in all"
