@@ -127,8 +127,7 @@ def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_pa
     folder.mkdir()
     shutil.copy(path, folder / path.name)
     run = subprocess.run(
-        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env",
-         "--nbval-cell-timeout=600", path.name],
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env", path.name],
         cwd=folder, env=colab_env(), capture_output=True, text=True,
     )
     assert run.returncode == 0, f"{path.name} failed alone on Colab's packages:\n{run.stdout[-6000:]}"
