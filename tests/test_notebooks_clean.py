@@ -1,5 +1,6 @@
 """Notebooks are committed clean, start the same way, and are all in the book."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -36,14 +37,50 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found in notebooks/"
 
 
+def first_code_cell(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return next(c for c in nb.cells if c.cell_type == "code").source
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_colab_setup_cell_installs_from_the_configured_repository(path):
+def test_colab_setup_cell_installs_from_the_repository_and_branch_in_config(path):
     import yaml
 
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    nb = nbformat.read(path, as_version=4)
-    first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert f'REPO = "{url}"' in first_code.source, f"{path.name}: setup cell should install from {url}"
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    url, branch = repo["url"], repo["branch"]
+    source = first_code_cell(path)
+    assert f'REPO, BRANCH = "{url}", "{branch}"' in source, (
+        f"{path.name}: the set-up cell should install from _config.yml's repository ({url}, branch {branch})"
+    )
+    assert '@ git+{REPO}@{BRANCH}"' in source and '"GPT2LN_PIP_SPEC"' in source
+
+
+def test_every_notebook_has_the_same_setup_cell():
+    cells = {path.name: first_code_cell(path) for path in NOTEBOOKS}
+    first = cells[NOTEBOOKS[0].name]
+    assert [name for name, cell in cells.items() if cell != first] == []
+
+
+def test_setup_cell_installs_an_extra_of_only_what_colab_preinstalls():
+    """The first cell's extra adds nothing Colab lacks (no jupyter-book, no myst-nb): the
+    Colab-path test (tests/colab) checks the versions too."""
+    extra = re.search(r'"gpt2ln\[(\w+)\] @ git\+', first_code_cell(NOTEBOOKS[0])).group(1)
+    line = re.search(rf"^{extra} = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), re.M)
+    assert line, f"pyproject.toml has no one-line extra {extra!r}"
+    wanted = re.findall(r'"([^"]+)"', line.group(1))
+    assert wanted
+    colab = (ROOT / "tests" / "colab" / "colab-preinstalled.txt").read_text().lower().replace("_", "-")
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower().replace("_", "-")
+        assert f"\n{name}==" in colab, f"gpt2ln[{extra}] asks for {name}, which Colab does not preinstall"
+
+
+def test_colab_launch_button_points_at_a_github_repository():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"].startswith("https://github.com/")
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -54,3 +91,18 @@ def test_solution_cells_are_hidden_behind_a_toggle_in_the_book(path):
             assert "hide-input" in cell.metadata.get("tags", []), (
                 f"{path.name} cell {i} holds a solution: tag it hide-input so the book hides it"
             )
+
+
+def test_set_repository_rewrites_only_the_first_cells_repository_line(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("set_repository", ROOT / "scripts" / "set_repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    copy = tmp_path / NOTEBOOKS[0].name
+    copy.write_bytes(NOTEBOOKS[0].read_bytes())
+    assert module.set_repository(copy, "https://github.com/someone/fork", "pages")
+    before, after = NOTEBOOKS[0].read_text().splitlines(), copy.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert len(changed) == 1 and '\\"https://github.com/someone/fork\\", \\"pages\\"' in changed[0][1]
+    assert not module.set_repository(copy, "https://github.com/someone/fork", "pages")  # already set

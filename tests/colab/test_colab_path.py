@@ -1,0 +1,141 @@
+"""The Colab path: each notebook alone, among Colab's preinstalled packages, installs gpt2ln
+with its own first cell and runs top to bottom offline under nbval.
+
+scripts/test_colab.sh builds the wheel and .venv-colab (tests/colab/colab-preinstalled.txt:
+Colab's packages at Colab's versions, plus nbval; no jupyter-book, no myst-nb) and sets
+GPT2LN_COLAB_PYTHON and GPT2LN_COLAB_WHEEL. The first cell reads the pip spec from
+GPT2LN_PIP_SPEC, which points it at the wheel instead of GitHub; pip runs with no index, so
+the install must be satisfied by what Colab already has. Without those variables (the unit
+test run) this module skips.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+PINS = Path(__file__).with_name("colab-preinstalled.txt")
+PY = os.environ.get("GPT2LN_COLAB_PYTHON", "")
+WHEEL = os.environ.get("GPT2LN_COLAB_WHEEL", "")
+if not (PY and WHEEL):
+    pytest.skip("the Colab path runs from scripts/test_colab.sh (it builds the wheel and .venv-colab)",
+                allow_module_level=True)
+
+
+def colab_pins() -> dict[str, str]:
+    """{normalized name: version} of every pin in colab-preinstalled.txt."""
+    pins = {}
+    for line in PINS.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[norm(name)] = version
+    return pins
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed() -> dict[str, str]:
+    """{normalized name: version} of every distribution in .venv-colab."""
+    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version " \
+           "for d in m.distributions()}))"
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout
+    return {norm(k): v for k, v in json.loads(out).items()}
+
+
+def first_cell_spec() -> str:
+    """The first cell's pip spec (``gpt2ln[extra] @ git+...``) with the wheel in place of GitHub."""
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    src = next(c for c in nb.cells if c.cell_type == "code").source
+    extra = re.search(r'"(gpt2ln\[\w+\]) @ git\+', src)
+    assert extra, "the first cell should install gpt2ln[<extra>] @ git+<repository>"
+    return f"{extra.group(1)} @ {Path(WHEEL).as_uri()}"
+
+
+def colab_env() -> dict[str, str]:
+    """The environment a notebook runs in: .venv-colab first on PATH, no path to the repository,
+    pip with no index (offline, and nothing of Colab's may be replaced)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(
+        PATH=f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}",
+        GPT2LN_PIP_SPEC=first_cell_spec(),
+        PIP_NO_INDEX="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",  # ipykernel 6.17's debugger note on frozen modules
+    )
+    return env
+
+
+def uninstall_gpt2ln() -> None:
+    subprocess.run([PY, "-m", "pip", "uninstall", "-y", "-q", "gpt2ln"], capture_output=True, check=True)
+    assert "gpt2ln" not in installed()
+
+
+def test_the_wheel_carries_every_module_and_asset_git_tracks():
+    tracked = subprocess.run(["git", "ls-files", "gpt2ln"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    shipped = [p for p in tracked if p.endswith(".py") or p.startswith("gpt2ln/assets/")]
+    assert any(p.startswith("gpt2ln/assets/tiny/") for p in shipped)
+    with zipfile.ZipFile(WHEEL) as whl:
+        names = set(whl.namelist())
+        missing = [p for p in shipped if p not in names]
+        assert not missing, f"the wheel lacks {missing}: list them in pyproject.toml's package-data"
+        for p in shipped:
+            if p.startswith("gpt2ln/assets/"):
+                assert whl.read(p) == (ROOT / p).read_bytes(), f"{p} differs in the wheel"
+
+
+def test_colab_venv_holds_colabs_versions_and_no_book_tools():
+    have, pins = installed(), colab_pins()
+    wrong = {n: (have.get(n), v) for n, v in pins.items() if have.get(n) != v}
+    assert not wrong, f"(installed, Colab's) differ: {wrong}: rebuild with scripts/test_colab.sh"
+    for tool in ("jupyter-book", "myst-nb"):
+        assert tool not in have, f"{tool} is in .venv-colab, but Colab does not preinstall it"
+    assert "torch" in have
+
+
+def test_first_cell_installs_gpt2ln_and_replaces_none_of_colabs_packages(tmp_path):
+    uninstall_gpt2ln()
+    report = tmp_path / "report.json"
+    run = subprocess.run([PY, "-m", "pip", "install", "--dry-run", "--report", str(report),
+                          first_cell_spec()], env=colab_env(), capture_output=True, text=True)
+    assert run.returncode == 0, (
+        "the first cell's install needs a package or version that Colab does not preinstall "
+        f"(pip, with no index):\n{run.stderr[-2000:]}"
+    )
+    to_install = [i["metadata"]["name"] for i in json.loads(report.read_text())["install"]]
+    assert to_install == ["gpt2ln"], f"the first cell would install {to_install} on Colab"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_path):
+    uninstall_gpt2ln()
+    before = installed()
+    folder = tmp_path / "colab"
+    folder.mkdir()
+    shutil.copy(path, folder / path.name)
+    run = subprocess.run(
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env", path.name],
+        cwd=folder, env=colab_env(), capture_output=True, text=True,
+    )
+    assert run.returncode == 0, f"{path.name} failed alone on Colab's packages:\n{run.stdout[-6000:]}"
+    after = installed()
+    # the first cell installed gpt2ln, from the wheel, not editable, and changed nothing else
+    assert after.pop("gpt2ln", None) is not None, "the first cell did not install gpt2ln"
+    assert after == before, {n: (before.get(n), after.get(n)) for n in set(before) | set(after)
+                             if before.get(n) != after.get(n)}
+    code = "import importlib.metadata as m; print(m.distribution('gpt2ln').read_text('direct_url.json'))"
+    origin = json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert origin["url"] == Path(WHEEL).as_uri() and "archive_info" in origin, origin  # not editable
