@@ -15,9 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=.venv-floors
+VENV=${FLOORS_VENV:-.venv-floors}
 FLOORS_PYTHON=${FLOORS_PYTHON:-3.11}
-MAIN_PY=.venv/bin/python  # has uv (requirements.txt) and the torch to hold
+MAIN_PY=${MAIN_PYTHON:-.venv/bin/python}  # has uv (requirements.txt) and the torch to hold
 [ -x "$MAIN_PY" ] || { echo "test_floors.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
 "$MAIN_PY" -m uv --version >/dev/null 2>&1 || "$MAIN_PY" -m pip install --quiet --disable-pip-version-check uv
 uv() { "$MAIN_PY" -m uv "$@"; }
