@@ -31,6 +31,9 @@ bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfil
 echo "== notebooks (nbval) on the portable float path (ATEN_CPU_CAPABILITY=default), offline"
 ATEN_CPU_CAPABILITY=default bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfile \
   --nbval-lax notebooks
+# The floors lane: the notebooks and the dependency-touching unit tests again, with every
+# direct dependency at the lowest version requirements.txt allows (.venv-floors, built by uv).
+bash scripts/test_floors.sh
 bash scripts/test_colab.sh  # each notebook alone in Colab's preinstalled packages, from the wheel
 echo "== book build"
 bash scripts/build_book.sh --no-setup

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The floors lane: every notebook under nbval, and the unit tests that touch a dependency,
+# in .venv-floors, where every direct dependency in requirements.txt sits at the LOWEST
+# version requirements.txt allows (uv's --resolution lowest-direct). A notebook or a test
+# that needs a newer release than requirements.txt declares fails here.
+#
+# torch is held at the torch of .venv (the local 2.13.0 CPU wheel on the course's machines):
+# a CPU torch 2.4 is not on PyPI (PyPI's Linux torch is a multi-GB CUDA build), so torch's
+# own floor is not tested here. Python is 3.11 (FLOORS_PYTHON), the one the torch wheel fits.
+#
+# .venv-floors is rebuilt whenever requirements.txt, pyproject.toml, the held torch or this
+# script change (a hash stamp inside it); a clean clone always builds it. Building needs the
+# package registry; the tests then run offline.
+# Usage: bash scripts/test_floors.sh [pytest args for the notebook run, default: notebooks]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${FLOORS_VENV:-.venv-floors}
+FLOORS_PYTHON=${FLOORS_PYTHON:-3.11}
+MAIN_PY=${MAIN_PYTHON:-.venv/bin/python}  # has uv (requirements.txt) and the torch to hold
+[ -x "$MAIN_PY" ] || { echo "test_floors.sh: no .venv: run scripts/setup.sh first" >&2; exit 1; }
+"$MAIN_PY" -m uv --version >/dev/null 2>&1 || "$MAIN_PY" -m pip install --quiet --disable-pip-version-check uv
+uv() { "$MAIN_PY" -m uv "$@"; }
+
+torch_version=$("$MAIN_PY" -c "import torch; print(torch.__version__)")
+overrides=$(mktemp)
+trap 'rm -f "$overrides"' EXIT
+echo "torch==$torch_version" >"$overrides"
+# uv reads no pip config: pass on the wheel folders pip is configured with (the local torch).
+find_links=()
+for dir in $(
+  { echo "${PIP_FIND_LINKS:-}"; "$MAIN_PY" -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p"; } \
+    | tr ' ' '\n' | sort -u
+); do
+  [ -d "$dir" ] && find_links+=(--find-links "$dir")
+done
+
+stamp=$(cat requirements.txt pyproject.toml "$overrides" "$0" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$VENV/.floors-stamp" 2>/dev/null)" != "$stamp" ]; then
+  echo "== floors: building $VENV (Python $FLOORS_PYTHON, lowest-direct, torch==$torch_version)"
+  t0=$SECONDS
+  rm -rf "$VENV"
+  UV_PYTHON_DOWNLOADS=never uv venv --quiet --python "$FLOORS_PYTHON" "$VENV"
+  uv pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct \
+    "${find_links[@]}" --override "$overrides" -r requirements.txt
+  uv pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+  echo "$stamp" >"$VENV/.floors-stamp"
+  echo "== floors: $VENV built in $((SECONDS - t0)) s"
+fi
+PY=$VENV/bin/python
+# two workers, one file each (as the main lane); FLOORS_XDIST="-p no:xdist" runs them in one
+read -r -a xdist <<<"${FLOORS_XDIST:--n 2 --dist loadfile}"
+"$PY" - <<'EOF'
+from importlib.metadata import version
+names = ["torch", "transformers", "numpy", "matplotlib", "ipywidgets", "safetensors",
+         "huggingface_hub", "tqdm", "jupyter-book", "nbval", "pytest"]
+print("== floors:", ", ".join(f"{n} {version(n)}" for n in names))
+EOF
+
+# The unit tests that import a dependency whose floor matters (chosen by grep for
+# transformers, safetensors, huggingface_hub, numpy, nbformat, nbclient, matplotlib,
+# ipywidgets, tqdm imports in tests/ and gpt2ln/):
+#   test_loading.py, test_model.py  transformers (tests/hf_utils.py), safetensors, huggingface_hub
+#   test_tiny.py                    transformers loads the shipped tiny model; safetensors
+#   test_train.py                   tqdm (gpt2ln/train.py)
+#   test_widgets.py                 nbformat, nbclient, ipywidgets (the widget cells, executed)
+#   test_assign.py                  nbformat, nbclient (gpt2ln/assign.py)
+#   test_notebooks_clean.py         nbformat
+#   test_norms.py, test_variants.py, test_exercises_*.py   numpy
+#   test_requirements.py            packaging, and the files this lane reads
+# Left out: test_quotes.py (checks the book's quotes against the installed transformers
+# source, which the book pins to one 5.x release on purpose), test_nbgrader.py (nbgrader
+# is in requirements-nbgrader.txt, not requirements.txt), tests/browser (the built site).
+unit_tests=(
+  tests/test_loading.py tests/test_model.py tests/test_tiny.py tests/test_train.py
+  tests/test_widgets.py tests/test_assign.py tests/test_notebooks_clean.py
+  tests/test_norms.py tests/test_variants.py tests/test_exercises_*.py tests/test_requirements.py
+)
+echo "== floors: unit tests, offline"
+bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"
+
+# The notebooks on the machine's own float path (not ATEN_CPU_CAPABILITY=default): the
+# main lane already runs them on the portable path, and the native one is faster.
+echo "== floors: notebooks (nbval), offline"
+bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" --nbval-lax "${@:-notebooks}"
