@@ -209,3 +209,24 @@ def test_learning_path_totals_add_up():
         assert abs(_minutes(r[4]) - total) <= 5, f"intro.md, {r[1]}: {r[2]} + {r[3]} is not {r[4]}"
     part = sum(_minutes(r[2]) + _minutes(r[3]) for r in chapters if r[0] == "I")
     assert abs(_minutes(part_one[4].strip("*")) - part) <= 10, f"Part I takes {part} min"
+
+
+def test_how_to_use_states_the_python_floor_and_the_exercises_per_chapter():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'^requires-python = "([^"]+)"$', pyproject, flags=re.M)[1]
+    text = _prose("how_to_use.md")
+    assert floor == ">=3.10" and "You need Python 3.10 or newer" in text
+    counts = {p.name: len(exercise_index([p])) for p in _toc_notebooks()}
+    assert "Every chapter has at least two exercises" in text and min(counts.values()) >= 2, counts
+
+
+def test_instructors_page_states_the_nbgrader_cell_timeout_of_the_course_config():
+    from gpt2ln.nbgrader_course import CONFIG
+
+    timeout = int(re.search(r"^c\.Execute\.timeout = (\d+)$", CONFIG, flags=re.M)[1])
+    assert f"nbgrader's limit of 30 seconds per cell is raised to {timeout}" in _prose("instructors.md")
+    try:
+        from nbgrader.preprocessors import Execute
+    except ImportError:
+        return  # nbgrader's own default is checked where it is installed (CI)
+    assert Execute.class_traits()["timeout"].default_value == 30
