@@ -230,3 +230,9 @@ def test_instructors_page_states_the_nbgrader_cell_timeout_of_the_course_config(
     except ImportError:
         return  # nbgrader's own default is checked where it is installed (CI)
     assert Execute.class_traits()["timeout"].default_value == 30
+
+
+def test_how_to_use_states_the_packages_torch_floor():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'^\s*"(torch>=[\d.]+)",$', pyproject, flags=re.M)[1]
+    assert f"satisfies the package's `{floor}`" in _prose("how_to_use.md")
