@@ -236,3 +236,27 @@ def test_how_to_use_states_the_packages_torch_floor():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     floor = re.search(r'^\s*"(torch>=[\d.]+)",$', pyproject, flags=re.M)[1]
     assert f"satisfies the package's `{floor}`" in _prose("how_to_use.md")
+
+
+TRAINING_CHAPTERS = ("07_pre_vs_post_norm", "08_qk_norm", "11_beyond_layernorm")
+
+
+def test_instructors_page_states_the_recorded_autograde_times():
+    import json
+
+    record = json.loads((BOOK / "records" / "autograde.json").read_text(encoding="utf-8"))
+    assert record["nbgrader"] == "0.9.6" and "HF_HUB_OFFLINE=1" in record["what"]
+    times = {ch: t for ch, t in record["chapters"].items() if ch not in TRAINING_CHAPTERS}
+    with_exercises = {p.stem for p in _toc_notebooks() if exercise_index([p])} - set(TRAINING_CHAPTERS)
+    assert set(times) == with_exercises, "the record lacks a chapter the page speaks for"
+    text = _prose("instructors.md")
+
+    def span(key: str) -> str:
+        values = [t[key] for t in times.values()]
+        return f"{min(values):.0f} to {max(values):.0f}"
+
+    assert f"it took {span('cpu_s')} CPU seconds per chapter" in text
+    assert f"The wall-clock time was {span('wall_s')} s" in text
+    assert f"a load average of {span('load1')})" in text
+    if "under a third of the wall-clock time" in text:
+        assert all(t["cpu_s"] < t["wall_s"] / 3 for t in times.values())
