@@ -173,6 +173,7 @@ def test_glossary_counts_and_constants_match_the_package():
     n_ln = sum(isinstance(m, LayerNorm) for m in small_width.modules())
     assert n_ln == 2 * cfg.n_layer + 1
     assert f"GPT-2 small has {n_ln} of them" in text and f"each of its {cfg.n_layer} blocks" in text
+    assert f"uses it {n_ln} times in its smallest size" in _prose("intro.md")
     assert cfg.vocab_size == 256 + 50_000 + 1 and f"$V = {cfg.vocab_size}$" in text
     assert "256 bytes, 50,000 merges and one end-of-text token" in text
     assert cfg.layer_norm_epsilon == 1e-5 and "$10^{-5}$ in GPT-2 (`layer_norm_epsilon`)" in text
