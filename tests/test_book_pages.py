@@ -1,5 +1,6 @@
 """The prose pages agree with the chapters: learning-path times, citations."""
 
+import math
 import re
 from pathlib import Path
 
@@ -60,3 +61,206 @@ def test_new_pages_are_in_the_table_of_contents():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     files = {c["file"] for part in toc["parts"] for c in part["chapters"]}
     assert {"book/notation", "book/glossary"} <= files
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _prose(page: str) -> str:
+    """A page's text with its line breaks folded into spaces."""
+    return " ".join((BOOK / page).read_text(encoding="utf-8").split())
+
+
+def test_execution_page_states_the_budgets_that_check_exec_times_enforces():
+    check = _script("check_exec_times")
+    text = _prose("execution.md")
+    stated: dict[int, int] = {}
+    for seconds, chapters in re.findall(r"(\d+) s for chapters? ([\d, and]+?)[;.]", text):
+        for n in re.findall(r"\d+", chapters):
+            stated[int(n)] = int(seconds)
+    chapters = sorted(int(p.name.split("_")[0]) for p in ROOT.glob("notebooks/*.ipynb"))
+    assert stated == {n: check.BUDGETS.get(n, 60) for n in chapters}
+    pages = re.search(r"(\d+) s for each of the pages ((?:\{doc\}`\w+`(?:, | and )?)+)", text)
+    assert pages, "book/execution.md does not state the budget of the executed pages"
+    assert {f"book/{p}": int(pages[1]) for p in re.findall(r"`(\w+)`", pages[2])} == check.PAGE_BUDGETS
+    assert f"{check.TOTAL_BUDGET} s for all of them together" in text
+    # what fails: a chapter that did not run, always; a budget overrun only in CI
+    assert "fails if a chapter did not execute" in text and "fails the check only in CI" in text
+
+
+def _gpt2_small_shapes():
+    """GPT-2 small's config, and the parameter shapes and cache names of a model with its width
+    but one block and a short context (the shapes do not depend on the depth)."""
+    import torch
+
+    from gpt2ln import GPT2, GPT2Config
+
+    cfg = GPT2Config.from_preset("gpt2")
+    model = GPT2(cfg.replace(n_layer=1, n_ctx=8))
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        _, cache = model.run_with_cache(torch.zeros(1, 4, dtype=torch.long))
+    return cfg, model, shapes, cache
+
+
+def _table(page: str, heading: str) -> list[list[str]]:
+    """The rows (cells stripped) of the first Markdown table after `heading` on a book page."""
+    text = (BOOK / page).read_text(encoding="utf-8").split(heading, 1)[1]
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not set(line) <= set("|- "):
+                rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    return rows[1:]  # without the header
+
+
+def test_notation_page_gives_gpt2_smalls_sizes_and_config_fields():
+    cfg, _, _, _ = _gpt2_small_shapes()
+    rows = {r[0]: r for r in _table("notation.md", "## Shapes")}
+    sizes = {
+        "`d`": cfg.n_embd,
+        "`H`": cfg.n_head,
+        "`D`": cfg.head_dim,
+        "`V`": cfg.vocab_size,
+        "`L`": cfg.n_layer,
+    }
+    for symbol, value in sizes.items():
+        assert rows[symbol][2] == str(value), f"notation.md: {symbol} is {value} in GPT-2 small"
+        field = rows[symbol][3].strip("`")
+        assert getattr(cfg, field) == value, f"notation.md: GPT2Config.{field} is not {symbol}"
+    assert rows["`T`"][2] == f"≤ {cfg.n_ctx}" and rows["`T`"][3] == "`n_ctx`"
+    eps = _prose("notation.md")
+    assert f"$10^{{{round(math.log10(cfg.layer_norm_epsilon))}}}$ in GPT-2" in eps
+    assert cfg.layer_norm_epsilon == 10 ** round(math.log10(cfg.layer_norm_epsilon))
+
+
+def test_notation_page_gives_the_parameter_shapes_and_cache_names_of_gpt2ln():
+    cfg, _, shapes, cache = _gpt2_small_shapes()
+    d, n_ctx, V = cfg.n_embd, 8, cfg.vocab_size
+    sizes = {"V": V, "d": d, "3d": 3 * d, "4d": 4 * d, "n_ctx": n_ctx}
+    rows = {r[0]: r[2] for r in _table("notation.md", "## Names in the code")}
+
+    def shape(cell: str) -> list[tuple[int, ...]]:
+        return [tuple(sizes[s.strip()] for s in m.split(",")) for m in re.findall(r"`\[([^\]]+)\]`", cell)]
+
+    assert shape(rows["`wte`"]) == [shapes["wte.weight"]] and shape(rows["`wpe`"]) == [shapes["wpe.weight"]]
+    assert shape(rows["`c_attn`"]) == [shapes["h.0.attn.c_attn.weight"]]
+    assert shape(rows["`c_proj`"]) == [shapes["h.0.attn.c_proj.weight"], shapes["h.0.mlp.c_proj.weight"]]
+    assert shape(rows["`c_fc`"]) == [shapes["h.0.mlp.c_fc.weight"]]
+    for ln in ("ln_1", "ln_2"):
+        assert shape(rows[f"`{ln}`"]) == [shapes[f"h.0.{ln}.weight"]] == [shapes[f"h.0.{ln}.bias"]]
+    assert shape(rows["`ln_f`"]) == [shapes["ln_f.weight"]]
+    assert "`h.0.ln_1.weight`" in _prose("notation.md") and "h.0.ln_1.weight" in shapes
+    named = re.findall(r"`(\w+)\.\{l\}`|`(ln_f\.out)`", _prose("notation.md").split("run_with_cache", 1)[1])
+    names = {a or b for a, b in named}
+    assert names == {k.rsplit(".", 1)[0] if k[-1].isdigit() else k for k in cache}, names
+
+
+def test_glossary_counts_and_constants_match_the_package():
+    from gpt2ln import GPT2, GPT2Config, LayerNorm
+
+    text = _prose("glossary.md")
+    cfg = GPT2Config.from_preset("gpt2")
+    small_width = GPT2(cfg.replace(n_embd=24, n_head=2, n_ctx=8, vocab_size=16))  # GPT-2 small's depth
+    n_ln = sum(isinstance(m, LayerNorm) for m in small_width.modules())
+    assert n_ln == 2 * cfg.n_layer + 1
+    assert f"GPT-2 small has {n_ln} of them" in text and f"each of its {cfg.n_layer} blocks" in text
+    assert f"uses it {n_ln} times in its smallest size" in _prose("intro.md")
+    assert cfg.vocab_size == 256 + 50_000 + 1 and f"$V = {cfg.vocab_size}$" in text
+    assert "256 bytes, 50,000 merges and one end-of-text token" in text
+    assert cfg.layer_norm_epsilon == 1e-5 and "$10^{-5}$ in GPT-2 (`layer_norm_epsilon`)" in text
+    deep = cfg.replace(n_layer=6, norm_position="deepnorm")
+    assert "$\\alpha = (2L)^{1/4}$, $\\beta = (8L)^{-1/4}$" in text
+    assert math.isclose(deep.deepnorm_alpha, (2 * 6) ** 0.25)
+    assert math.isclose(deep.deepnorm_beta, (8 * 6) ** -0.25)
+
+
+def test_glossary_gelu_is_the_packages_gelu():
+    import torch
+
+    from gpt2ln.blocks import gelu
+
+    text = _prose("glossary.md")
+    assert "\\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715\\,x^3))" in text
+    x = torch.linspace(-6, 6, 101, dtype=torch.float64)
+    formula = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    assert torch.allclose(gelu(x), formula, rtol=0, atol=1e-12)
+
+
+def _minutes(cell: str) -> int:
+    m = re.fullmatch(r"(?:about )?(?:(\d+) h)? ?(?:(\d+) min)?", cell)
+    assert m and (m[1] or m[2]), f"not a duration: {cell!r}"
+    return 60 * int(m[1] or 0) + int(m[2] or 0)
+
+
+def test_learning_path_totals_add_up():
+    rows = _table("intro.md", "## A learning path")
+    chapters = [r for r in rows if re.match(r"\d+\.", r[1])]
+    part_one = next(r for r in rows if r[1] == "**Part I**")
+    for r in chapters:  # "about" a total rounded to 5 minutes at most, so within 5 minutes
+        total = _minutes(r[2]) + _minutes(r[3])
+        assert abs(_minutes(r[4]) - total) <= 5, f"intro.md, {r[1]}: {r[2]} + {r[3]} is not {r[4]}"
+    part = sum(_minutes(r[2]) + _minutes(r[3]) for r in chapters if r[0] == "I")
+    assert abs(_minutes(part_one[4].strip("*")) - part) <= 10, f"Part I takes {part} min"
+
+
+def test_how_to_use_states_the_python_floor_and_the_exercises_per_chapter():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'^requires-python = "([^"]+)"$', pyproject, flags=re.M)[1]
+    text = _prose("how_to_use.md")
+    assert floor == ">=3.10" and "You need Python 3.10 or newer" in text
+    counts = {p.name: len(exercise_index([p])) for p in _toc_notebooks()}
+    assert "Every chapter has at least two exercises" in text and min(counts.values()) >= 2, counts
+
+
+def test_instructors_page_states_the_nbgrader_cell_timeout_of_the_course_config():
+    from gpt2ln.nbgrader_course import CONFIG
+
+    timeout = int(re.search(r"^c\.Execute\.timeout = (\d+)$", CONFIG, flags=re.M)[1])
+    assert f"nbgrader's limit of 30 seconds per cell is raised to {timeout}" in _prose("instructors.md")
+    try:
+        from nbgrader.preprocessors import Execute
+    except ImportError:
+        return  # nbgrader's own default is checked where it is installed (CI)
+    assert Execute.class_traits()["timeout"].default_value == 30
+
+
+def test_how_to_use_states_the_packages_torch_floor():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    floor = re.search(r'^\s*"(torch>=[\d.]+)",$', pyproject, flags=re.M)[1]
+    assert f"satisfies the package's `{floor}`" in _prose("how_to_use.md")
+
+
+TRAINING_CHAPTERS = ("07_pre_vs_post_norm", "08_qk_norm", "11_beyond_layernorm")
+
+
+def test_instructors_page_states_the_recorded_autograde_times():
+    import json
+
+    record = json.loads((BOOK / "records" / "autograde.json").read_text(encoding="utf-8"))
+    assert record["nbgrader"] == "0.9.6" and "HF_HUB_OFFLINE=1" in record["what"]
+    assert set(record["chapters"]) == {p.stem for p in _toc_notebooks() if exercise_index([p])}
+    plain = {ch: t for ch, t in record["chapters"].items() if ch not in TRAINING_CHAPTERS}
+    training = {ch: record["chapters"][ch] for ch in TRAINING_CHAPTERS}
+    text = _prose("instructors.md")
+
+    def span(times: dict, key: str) -> str:
+        values = [t[key] for t in times.values()]
+        return f"{min(values):.0f} to {max(values):.0f}"
+
+    assert f"it took {span(plain, 'cpu_s')} CPU seconds per chapter" in text
+    assert f"The wall-clock time was {span(plain, 'wall_s')} s" in text
+    assert f"a load average of {span(plain, 'load1')})" in text
+    assert all(t["cpu_s"] < t["wall_s"] / 3 for t in plain.values())  # "under a third"
+    assert f"and take longer: {span(training, 'cpu_s')} CPU seconds per chapter" in text
+    assert f"({span(training, 'wall_s')} s of wall-clock time, under a load average of" in text
+    assert f"under a load average of {span(training, 'load1')})" in text
+    assert min(t["cpu_s"] for t in training.values()) > max(t["cpu_s"] for t in plain.values())
