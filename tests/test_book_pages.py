@@ -216,7 +216,9 @@ def test_how_to_use_states_the_python_floor_and_the_exercises_per_chapter():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     floor = re.search(r'^requires-python = "([^"]+)"$', pyproject, flags=re.M)[1]
     text = _prose("how_to_use.md")
-    assert floor == ">=3.10" and "You need Python 3.10 or newer" in text
+    version = re.fullmatch(r">=(3\.\d+)", floor)[1]
+    assert f"You need Python {version} or newer" in text, f"how_to_use.md does not state {floor}"
+    assert f"Python {version}+" in (ROOT / "README.md").read_text(encoding="utf-8"), "README's Python floor"
     counts = {p.name: len(exercise_index([p])) for p in _toc_notebooks()}
     assert "Every chapter has at least two exercises" in text and min(counts.values()) >= 2, counts
 
