@@ -166,33 +166,44 @@ def _chapter_titles(site: Path, docs: list[Doc]) -> list[str]:
 
 
 def _number_pages(writer) -> None:
-    """Stamp ``n / N`` at the bottom centre of every page (Helvetica, one of PDF's built-in fonts)."""
-    from pypdf import PageObject
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+    """Stamp ``n / N`` at the bottom centre of every page (Helvetica, one of PDF's built-in fonts).
 
-    font = DictionaryObject(
-        {
-            NameObject("/Type"): NameObject("/Font"),
-            NameObject("/Subtype"): NameObject("/Type1"),
-            NameObject("/BaseFont"): NameObject("/Helvetica"),
-            NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
-        }
+    The page's own content streams are left as Chromium wrote them (compressed), wrapped in
+    ``q``/``Q`` so that the number is drawn in the page's default coordinates."""
+    from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
+
+    def stream(data: bytes):
+        obj = DecodedStreamObject()
+        obj.set_data(data)
+        return writer._add_object(obj)
+
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+                NameObject("/Encoding"): NameObject("/WinAnsiEncoding"),
+            }
+        )
     )
-    font_ref = writer._add_object(font)
+    save = stream(b"q\n")
     total = len(writer.pages)
     for number, page in enumerate(writer.pages, start=1):
         box = page.mediabox
         label = f"{number} / {total}"
         x = float(box.left) + float(box.width) / 2 - 2.2 * len(label)
         y = float(box.bottom) + 20
-        overlay = PageObject.create_blank_page(width=float(box.width), height=float(box.height))
-        overlay[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/G2N"): font_ref})}
-        )
-        stream = DecodedStreamObject()
-        stream.set_data(f"q 0.35 g BT /G2N 8 Tf {x:.1f} {y:.1f} Td ({label}) Tj ET Q".encode())
-        overlay[NameObject("/Contents")] = writer._add_object(stream)
-        page.merge_page(overlay)
+        resources = page[NameObject("/Resources")].get_object()
+        fonts = resources.get("/Font")
+        if fonts is None:
+            fonts = DictionaryObject()
+            resources[NameObject("/Font")] = fonts
+        fonts.get_object()[NameObject("/G2N")] = font
+        contents = page.raw_get("/Contents")  # a reference to a stream, or an array of references
+        parts = list(contents.get_object()) if isinstance(contents.get_object(), list) else [contents]
+        text = stream(f"\nQ q 0.35 g BT /G2N 8 Tf {x:.1f} {y:.1f} Td ({label}) Tj ET Q\n".encode())
+        page[NameObject("/Contents")] = ArrayObject([save, *parts, text])
 
 
 def _link_chapters(writer, base: str, starts: dict[str, int]) -> tuple[int, int]:
@@ -255,10 +266,10 @@ def build_pdf(site: Path, out: Path, root: Path = ROOT) -> dict:
         parent = None
         if doc.part:
             if doc.part not in parts:
-                parts[doc.part] = writer.add_outline_item(doc.part, start)
+                parts[doc.part] = writer.add_outline_item(title=doc.part, page_number=start)
             parent = parts[doc.part]
         outline.append((title, start, len(writer.pages) - start))
-        writer.add_outline_item(title, start, parent=parent)
+        writer.add_outline_item(title=title, page_number=start, parent=parent)
     moved, dropped = _link_chapters(writer, base, starts)
     _number_pages(writer)
     book_title = titles[0]
