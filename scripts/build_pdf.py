@@ -206,6 +206,35 @@ def _number_pages(writer) -> None:
         page[NameObject("/Contents")] = ArrayObject([save, *parts, text])
 
 
+def _explicit_destinations(reader) -> int:
+    """Chromium links a page's anchors (``href="#exercises"``) through named destinations, and every
+    chapter names its own ``exercises``: merged, the names would collide and a link could jump into
+    another chapter. Rewrite each such link to the explicit place (page, x, y) before merging; the
+    merge maps those pages to the merged ones. Returns how many links it rewrote."""
+    from pypdf.generic import ArrayObject, FloatObject, NameObject, NullObject
+
+    named = reader.named_destinations
+    rewritten = 0
+    for page in reader.pages:
+        for ref in page.get("/Annots") or []:
+            annot = ref.get_object()
+            dest = annot.get("/Dest")
+            if dest is None or isinstance(dest, list) or str(dest) not in named:
+                continue
+            target = named[str(dest)]
+            annot[NameObject("/Dest")] = ArrayObject(
+                [
+                    target.raw_get("/Page"),
+                    NameObject("/XYZ"),
+                    FloatObject(target.left or 0),
+                    FloatObject(target.top or 0),
+                    NullObject(),
+                ]
+            )
+            rewritten += 1
+    return rewritten
+
+
 def _link_chapters(writer, base: str, starts: dict[str, int]) -> tuple[int, int]:
     """Links to pages of the book become jumps inside the PDF (to the chapter's first page);
     links to other files of the served site (downloads, sources) are dropped: they pointed at the
@@ -259,10 +288,13 @@ def build_pdf(site: Path, out: Path, root: Path = ROOT) -> dict:
     starts: dict[str, int] = {}
     parts: dict[str, object] = {}
     outline = []
+    anchors = 0
     for doc, title, data in zip(docs, titles, pdfs, strict=True):
         start = len(writer.pages)
         starts[doc.page] = start
-        writer.append(PdfReader(io.BytesIO(data)), import_outline=False)
+        reader = PdfReader(io.BytesIO(data))
+        anchors += _explicit_destinations(reader)
+        writer.append(reader, import_outline=False)
         parent = None
         if doc.part:
             if doc.part not in parts:
@@ -290,6 +322,7 @@ def build_pdf(site: Path, out: Path, root: Path = ROOT) -> dict:
         "chapters": outline,
         "links_moved": moved,
         "links_dropped": dropped,
+        "links_in_chapters": anchors,
     }
 
 
@@ -321,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  p. {start + 1:>3}  ({n:>2} pages)  {title}")
     print(
         f"build_pdf: {result['path']}: {result['pages']} pages, {result['bytes'] / 1e6:.1f} MB, "
-        f"{len(result['chapters'])} chapters, {result['links_moved']} links between chapters, "
+        f"{len(result['chapters'])} chapters, {result['links_moved']} links between chapters and "
+        f"{result['links_in_chapters']} within them, "
         f"in {result['seconds']:.0f} s"
     )
     return 0

@@ -227,6 +227,41 @@ def test_the_pdf_has_an_image_for_every_figure_of_the_book(chapters):
     assert total_pdf >= total_html
 
 
+def test_links_in_the_pdf_stay_in_it_or_leave_for_the_web(pdf, chapters):
+    """A link between pages of the book jumps inside the PDF, a link to a section of the same page
+    stays in its chapter, and no link points at the server the pages were printed from."""
+    import bisect
+
+    starts = sorted(c["start"] for c in chapters.values())
+    page_index = {p.indirect_reference.idnum: i for i, p in enumerate(pdf.pages)}
+    local, inside, problems = 0, 0, []
+    for i, page in enumerate(pdf.pages):
+        for ref in page.get("/Annots") or []:
+            annot = ref.get_object()
+            action = annot.get("/A")
+            action = action.get_object() if action is not None else {}
+            uri = str(action.get("/URI", ""))
+            if uri:
+                if not uri.startswith(("https://", "http://", "mailto:")) or "127.0.0.1" in uri:
+                    problems.append(f"p. {i + 1}: a link to {uri}")
+                continue
+            dest = annot.get("/Dest", action.get("/D"))
+            if dest is None or not isinstance(dest, list):
+                problems.append(f"p. {i + 1}: a link with no explicit destination: {dest!r}")
+                continue
+            target = page_index.get(dest[0].idnum)
+            if target is None:
+                problems.append(f"p. {i + 1}: a link to a page that is not in the PDF")
+            elif "/Dest" in annot:  # an anchor of the same page
+                local += 1
+                if bisect.bisect_right(starts, target) != bisect.bisect_right(starts, i):
+                    problems.append(f"p. {i + 1}: a link to a section of its page lands in another chapter")
+            else:
+                inside += 1
+    assert not problems, "\n".join(problems[:10])
+    assert inside >= 50 and local >= 20, f"{inside} links between chapters, {local} within them"
+
+
 def test_the_pages_have_formulas_and_live_figures_for_the_pdf_checks_to_check():
     math = {page: len(_article(page).math) for page in TOC_PAGES}
     assert sum(math.values()) >= 100 and math["book/notation.html"] >= 10, math
