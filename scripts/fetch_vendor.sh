@@ -12,6 +12,28 @@ REQUIREJS=requirejs@2.3.8
 out=book/_vendor
 stamp="$out/.versions"
 want="$MATHJAX $WIDGETS $REQUIREJS"
+
+# axe-core, for the accessibility checks of the browser tests only: into .cache/axe
+# (git-ignored, not served by the site).
+AXE=axe-core@4.14.1
+axe_dir=.cache/axe
+if [ "$(cat "$axe_dir/.version" 2>/dev/null)" != "$AXE" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    axe_tmp=$(mktemp -d)
+    if (cd "$axe_tmp" && npm pack --silent "$AXE" >/dev/null) && tar xzf "$axe_tmp"/axe-core-*.tgz -C "$axe_tmp"; then
+      rm -rf "$axe_dir" && mkdir -p "$axe_dir"
+      cp "$axe_tmp/package/axe.min.js" "$axe_tmp/package/LICENSE" "$axe_dir/"
+      echo "$AXE" > "$axe_dir/.version"
+      echo "fetch_vendor: $AXE is in $axe_dir (for tests/browser)"
+    else
+      echo "fetch_vendor: could not fetch $AXE: the accessibility tests will skip" >&2
+    fi
+    rm -rf "$axe_tmp"
+  else
+    echo "fetch_vendor: npm not found: no axe-core, the accessibility tests will skip" >&2
+  fi
+fi
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi

@@ -14,6 +14,10 @@ Loaded by ``_config.yml`` (``sphinx: local_extensions``); the browser tests in
     a global ``require`` object defined before it loads as its configuration);
   - the manager typesets widget labels with MathJax 2's ``MathJax.Hub.Queue``, but
     the book serves MathJax 3: forward those calls to ``MathJax.typesetPromise``.
+- Accessibility (axe-core, WCAG 2 A/AA; tests/browser): docutils writes the bibliography as
+  ``<div role="list">`` holding ``<div role="doc-biblioentry">`` entries, a role that
+  DPUB-ARIA 1.1 deprecates and that a list may not hold (``aria-required-children``, serious):
+  the entries become ``role="listitem"``.
 """
 
 from __future__ import annotations
@@ -64,7 +68,14 @@ def _fix_page_scripts(app, pagename, templatename, context, doctree) -> None:
         app.add_js_file(None, body=WIDGET_PAGE_JS, priority=499)
 
 
+def _fix_citation_roles(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body")
+    if isinstance(body, str) and 'role="doc-biblioentry"' in body:
+        context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
+
+
 def setup(app):
     # priority 900: after myst-nb has added a page's widget scripts
     app.connect("html-page-context", _fix_page_scripts, priority=900)
+    app.connect("html-page-context", _fix_citation_roles)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
+from axetools import axe_unavailable, blocking, describe, run_axe
 from sitetools import (
     NON_TOC_PAGES,
     SCREENSHOTS,
@@ -33,7 +34,11 @@ if _REASON:
         pytest.fail(f"browser tests cannot run in CI: {_REASON}", pytrace=False)
     pytest.skip(f"browser tests skipped: {_REASON}", allow_module_level=True)
 
+_AXE_REASON = axe_unavailable()
 TOC_PAGES = toc_pages()
+# Every page of the site: the table of contents, then the built pages outside it (index.html
+# only redirects to the first page).
+ALL_PAGES = TOC_PAGES + sorted(p for p in NON_TOC_PAGES - {"index.html"} if (SITE / p).is_file())
 NOTEBOOK_PAGES = notebook_pages()
 WIDGET_PAGE = "notebooks/01_why_normalize.html"
 SCREENSHOT_PAGES = {"intro": "book/intro.html", "01_why_normalize": WIDGET_PAGE}
@@ -92,6 +97,7 @@ class PageRecord:
     status: int | None = None
     problems: list[str] = field(default_factory=list)  # console errors, page errors, failed requests
     info: dict = field(default_factory=dict)  # the result of _INSPECT_JS
+    axe: list[dict] | None = None  # axe-core's WCAG 2 A/AA violations (None: axe-core missing)
 
 
 def _rel(url: str, base_url: str) -> str:
@@ -180,6 +186,8 @@ def crawl(context, base_url) -> dict[str, PageRecord]:
         record.from_landing = from_landing
         final = _rel(page.url, base_url)  # index.html redirects to the root document
         record.info = page.evaluate(_INSPECT_JS)
+        if _AXE_REASON is None:
+            record.axe = run_axe(page)
         page.close()
         records[_rel(url, base_url)] = records[final] = record
         seen.add(final)
@@ -253,6 +261,27 @@ def test_pages_outside_the_toc_load_without_errors(crawl):
 def test_some_pages_have_math(crawl):
     with_math = [rel for rel, rec in crawl.items() if rec.info["mathElements"]]
     assert len(with_math) >= 2, f"expected math on the notation page and the chapters, found {with_math}"
+
+
+def test_every_page_is_checked_by_axe_core(crawl):
+    if _AXE_REASON:
+        if in_ci():
+            pytest.fail(f"axe-core is missing in CI: {_AXE_REASON}")
+        pytest.skip(f"accessibility checks skipped: {_AXE_REASON}")
+    unchecked = sorted(rel for rel, rec in crawl.items() if rec.axe is None)
+    assert not unchecked, f"pages axe-core did not check: {unchecked}"
+    assert set(TOC_PAGES) <= set(crawl), "the crawl missed pages of the table of contents"
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_page_has_no_serious_or_critical_wcag_violations(crawl, page):
+    """axe-core (WCAG 2 A/AA) on every page of the site: no violation of impact serious or critical."""
+    if _AXE_REASON:
+        if in_ci():
+            pytest.fail(f"axe-core is missing in CI: {_AXE_REASON}")
+        pytest.skip(f"accessibility checks skipped: {_AXE_REASON}")
+    found = blocking(crawl[page].axe)
+    assert not found, f"{page}: axe-core finds WCAG 2 A/AA violations:\n{describe(found)}"
 
 
 # --- every page in the table of contents ------------------------------------
