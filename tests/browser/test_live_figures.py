@@ -5,8 +5,8 @@ that the figure changes and that the numbers it displays equal what gpt2ln compu
 same inputs; no console error, no request outside the site, at most 300 KB of figure script
 per page. The keyboard works every control (the bars are sliders), no interactive element sits
 inside an image, the figures stay readable in the theme's dark mode (contrast measured), and
-axe-core finds no serious or critical WCAG 2 A/AA violation in them (where axe.min.js is
-available: $AXE_JS, else node_modules/axe-core or book/_vendor/axe-core). Screenshots of the
+axe-core finds no serious or critical WCAG 2 A/AA violation in them (axe.min.js from
+$AXE_JS, else .cache/axe, where scripts/fetch_vendor.sh puts it). Screenshots of the
 figures go to ``_build/screenshots/live_*.png``.
 Skipped like test_site.py when Playwright, Chromium or the built site is missing.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from sitetools import ROOT, SCREENSHOTS, SITE, in_ci, why_unavailable
+from sitetools import SCREENSHOTS, SITE, in_ci, why_unavailable
 
 _REASON = why_unavailable()
 if _REASON:
@@ -756,12 +756,10 @@ def test_live_figures_stay_readable_in_dark_and_light_mode(tab, theme):
 
 
 def axe_js() -> Path | None:
-    """axe.min.js (npm axe-core), where one is: $AXE_JS, node_modules/axe-core, book/_vendor/axe-core."""
-    for candidate in (
-        os.environ.get("AXE_JS"),
-        ROOT / "node_modules" / "axe-core" / "axe.min.js",
-        ROOT / "book" / "_vendor" / "axe-core" / "axe.min.js",
-    ):
+    """axe.min.js (npm axe-core): $AXE_JS, else the copy scripts/fetch_vendor.sh puts in .cache/axe."""
+    from axetools import AXE_JS
+
+    for candidate in (os.environ.get("AXE_JS"), AXE_JS):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
