@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -27,6 +28,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PINS = Path(__file__).with_name("colab-preinstalled.txt")
 PY = os.environ.get("GPT2LN_COLAB_PYTHON", "")
 WHEEL = os.environ.get("GPT2LN_COLAB_WHEEL", "")
+# Run .venv-colab's Python outside the repository: there `python -c` puts the checkout on sys.path,
+# and its gpt2ln.egg-info (from setup.sh's editable install) would count as an installed gpt2ln.
+OUTSIDE = tempfile.gettempdir()
 if not (PY and WHEEL):
     pytest.skip("the Colab path runs from scripts/test_colab.sh (it builds the wheel and .venv-colab)",
                 allow_module_level=True)
@@ -51,7 +55,7 @@ def installed() -> dict[str, str]:
     """{normalized name: version} of every distribution in .venv-colab."""
     code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version " \
            "for d in m.distributions()}))"
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE).stdout
     return {norm(k): v for k, v in json.loads(out).items()}
 
 
@@ -79,7 +83,8 @@ def colab_env() -> dict[str, str]:
 
 
 def uninstall_gpt2ln() -> None:
-    subprocess.run([PY, "-m", "pip", "uninstall", "-y", "-q", "gpt2ln"], capture_output=True, check=True)
+    subprocess.run([PY, "-m", "pip", "uninstall", "-y", "-q", "gpt2ln"],
+                   capture_output=True, check=True, cwd=OUTSIDE)
     assert "gpt2ln" not in installed()
 
 
@@ -110,7 +115,7 @@ def test_first_cell_installs_gpt2ln_and_replaces_none_of_colabs_packages(tmp_pat
     uninstall_gpt2ln()
     report = tmp_path / "report.json"
     run = subprocess.run([PY, "-m", "pip", "install", "--dry-run", "--report", str(report),
-                          first_cell_spec()], env=colab_env(), capture_output=True, text=True)
+                          first_cell_spec()], env=colab_env(), capture_output=True, text=True, cwd=OUTSIDE)
     assert run.returncode == 0, (
         "the first cell's install needs a package or version that Colab does not preinstall "
         f"(pip, with no index):\n{run.stderr[-2000:]}"
@@ -137,5 +142,6 @@ def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_pa
     assert after == before, {n: (before.get(n), after.get(n)) for n in set(before) | set(after)
                              if before.get(n) != after.get(n)}
     code = "import importlib.metadata as m; print(m.distribution('gpt2ln').read_text('direct_url.json'))"
-    origin = json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
+    run = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE)
+    origin = json.loads(run.stdout)
     assert origin["url"] == Path(WHEEL).as_uri() and "archive_info" in origin, origin  # not editable
