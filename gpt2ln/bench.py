@@ -5,7 +5,8 @@ Run ``python -m gpt2ln.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]
 * ``forward``: GPT-2 small logits ``[B, T, vocab]`` from ``gpt2ln.GPT2`` and transformers'
   ``GPT2LMHeadModel`` holding the same (random) weights, eval mode, ``torch.inference_mode``;
 * ``generate``: greedy decoding with the KV cache: ``gpt2ln``'s readable path, its fast path
-  (with the GEMV ``gpt2ln.kv_cache.choose_gemv`` picked, and with each forced) and transformers,
+  (the step ``gpt2ln.kv_cache.choose_step`` picked, and each step forced: Python with ``F.linear``
+  or ``gemv.linear``, and the C step of ``gpt2ln.native``) and transformers,
   whether the tokens agree, and the floor (every weight read once per token at the read
   bandwidth measured in the same run);
 * ``layer_norm``: the readable ``gpt2ln.layer_norm``/``rms_norm``/``dyt``, the modules
@@ -38,9 +39,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpt2ln import fused, gemv
+from gpt2ln import fused, gemv, native
 from gpt2ln.config import GPT2Config
-from gpt2ln.kv_cache import KVCache, choose_gemv
+from gpt2ln.kv_cache import KVCache, choose_step
 from gpt2ln.loading import config_to_json
 from gpt2ln.model import GPT2
 from gpt2ln.norms import DyT, LayerNorm, RMSNorm, dyt, layer_norm, rms_norm
@@ -243,8 +244,9 @@ def bench_generate(
     """Greedy decoding of ``new_tokens`` after a random prompt ``[1, prompt_len]``, with the KV cache.
 
     Timed in turns: ``gpt2ln`` on its readable path (``fast=False``), its default fast path (the
-    one-token step with the product :func:`gpt2ln.kv_cache.choose_gemv` picked), the fast path
-    forced to ``F.linear`` and to ``gemv.linear``, transformers, and each side's prompt alone
+    one-token step :func:`gpt2ln.kv_cache.choose_step` picked), the fast path forced to the Python
+    step with ``F.linear`` and with ``gemv.linear`` and to the C step (where it runs),
+    transformers, and each side's prompt alone
     (``max_new_tokens=1``), so that the time per decoded token, ``(total - prompt) / (new_tokens - 1)``,
     can be set against the floor: the weights' bytes over the read bandwidth measured here.
     """
@@ -256,14 +258,20 @@ def bench_generate(
         "fast": lambda: ours.generate(idx, new_tokens, temperature=0),
         "fast, F.linear": lambda: ours.generate(idx, new_tokens, temperature=0, gemv=False),
         "fast, gemv.linear": lambda: ours.generate(idx, new_tokens, temperature=0, gemv=True),
+        "fast, native": lambda: ours.generate(idx, new_tokens, temperature=0, native=True),
         "transformers": lambda: _hf_generate(theirs, idx, new_tokens),
     }
+    native_why = native.supports(ours, 1) if device.type == "cpu" else "not on CPU"
+    if native_why is None and native.load() is None:
+        native_why = native.STATUS["step"]
+    if native_why is not None:
+        del paths["fast, native"]
     prompts = {
         "gpt2ln prompt": lambda: ours.generate(idx, 1, temperature=0, fast=False),
         "transformers prompt": lambda: _hf_generate(theirs, idx, 1),
     }
     with torch.inference_mode():
-        choice = choose_gemv(ours, 1)  # measured once per process (the default path's first call)
+        choice = choose_step(ours, 1)  # measured once per process (the default path's first call)
         tokens = {name: fn() for name, fn in paths.items()}
         checks = {name: compare_tokens(t, tokens["transformers"]) for name, t in tokens.items()}
         med = _timed({**paths, **prompts}, device, repeats, warmup)
@@ -276,8 +284,9 @@ def bench_generate(
     out: dict[str, Any] = {
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
-        "default_path": "fast, gemv.linear" if choice["gemv"] else "fast, F.linear",
-        "gemv_choice": choice,
+        "default_path": f"fast, {choice['step']}",
+        "step_choice": choice,
+        "native": native.STATUS.get("step") if native_why is None else f"not run: {native_why}",
         "tokens_equal": all(c["equal"] for c in checks.values()),
         "mismatch": "; ".join(f"{k}: {c['why']}" for k, c in checks.items() if not c["equal"]),
         "weight_bytes": weight_bytes,
@@ -671,7 +680,7 @@ def run(
         "fast_of_floor": g["fast_of_floor"],
         "decode_goal_met": g["fast_of_floor"] <= GOALS["decode_of_floor"],
         "default_path": g["default_path"],
-        "default_path_why": g["gemv_choice"]["why"],
+        "default_path_why": g["step_choice"]["why"],
         "outputs_match": all(r["outputs_match"] for r in fp32["forward"]) and g["tokens_equal"],
     }
     return record

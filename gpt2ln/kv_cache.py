@@ -187,51 +187,87 @@ def decode_step(model: nn.Module, tok: torch.Tensor, kv: KVCache, linear: Linear
     return linear(h, model.wte.weight, None)  # [B, vocab]
 
 
-#: the measured choice per (device, threads, dtype, model shape, batch): see :func:`choose_gemv`
-GEMV_CHOICE: dict[tuple, dict[str, Any]] = {}
+#: the measured choice per (device, threads, dtype, model shape, batch): see :func:`choose_step`
+STEP_CHOICE: dict[tuple, dict[str, Any]] = {}
 
 
-def choose_gemv(model: nn.Module, batch: int = 1, repeats: int = 5) -> dict[str, Any]:
-    """Measure once whether :func:`decode_step` is faster with ``gemv.linear`` or ``F.linear`` here.
+def choose_step(model: nn.Module, batch: int = 1, repeats: int = 5, native: bool = True) -> dict[str, Any]:
+    """Measure once which one-token step is fastest here: :func:`decode_step` with ``F.linear``,
+    with the multi-core ``gemv.linear``, or the C step of :mod:`gpt2ln.native` (where it compiles
+    and supports the model).
 
-    Times one step of ``model`` with each (interleaved, ``repeats`` rounds after one warm-up, on
-    a scratch cache) and picks ``gemv.linear`` only if its median is below 0.95x ``F.linear``'s,
-    so the default is never slower than the plain product by more than the noise. The answer is
-    cached in :data:`GEMV_CHOICE` for the process. Returns ``{"gemv": bool, "why": str, ...}``.
+    Times one step of ``model`` with each (``native=False``: all but the C step), interleaved,
+    ``repeats`` rounds after one warm-up, on a scratch cache, and picks another step than
+    ``F.linear``'s only if its median is below 0.95x
+    ``F.linear``'s, so the default is never slower than the plain product by more than the noise.
+    The answer is cached in :data:`STEP_CHOICE` for the process. Returns ``{"step": name,
+    "why": str, "step_ms": {name: ms}}``, name one of ``"F.linear"``, ``"gemv.linear"``, ``"native"``.
     """
+    from . import native as c_native
+
     cfg, w = model.config, model.wte.weight
     threads = torch.get_num_threads()
-    key = (str(w.device), threads, w.dtype, cfg.vocab_size, cfg.n_embd, cfg.n_layer, cfg.n_head, batch)
-    if key in GEMV_CHOICE:
-        return GEMV_CHOICE[key]
-    if w.device.type != "cpu" or threads < 2:
-        why = "not a multi-core CPU: gemv.linear would only call F.linear"
-        choice: dict[str, Any] = {"gemv": False, "why": why, "step_ms": None}
+    shape = (cfg.vocab_size, cfg.n_embd, cfg.n_layer, cfg.n_head)
+    key = (str(w.device), threads, w.dtype, *shape, batch, native)
+    if key in STEP_CHOICE:
+        return STEP_CHOICE[key]
+    kv = KVCache.for_model(cfg, batch, 1, w.device, w.dtype)
+    tok = torch.zeros(batch, 1, dtype=torch.long, device=w.device)
+    steps: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "F.linear": partial(decode_step, model, kv=kv)
+    }
+    skipped = []
+    if w.device.type == "cpu" and threads >= 2:
+        steps["gemv.linear"] = partial(decode_step, model, kv=kv, linear=gemv.linear)
     else:
-        kv = KVCache.for_model(cfg, batch, 1, w.device, w.dtype)
-        tok = torch.zeros(batch, 1, dtype=torch.long, device=w.device)
+        skipped.append("gemv.linear: not a multi-core CPU")
+    why_not = "not on CPU" if w.device.type != "cpu" else c_native.supports(model, batch)
+    why_not = "left out (native=False)" if not native else why_not
+    c_step = c_native.NativeStep.create(model, kv) if why_not is None else None
+    if c_step is not None:
+        steps["native"] = c_step
+    else:
+        skipped.append(f"native: {why_not or c_native.STATUS.get('step', 'unavailable')}")
+    if len(steps) == 1:
+        choice: dict[str, Any] = {"step": "F.linear", "why": "; ".join(skipped), "step_ms": None}
+    else:
 
-        def step(linear: Linear) -> Callable[[], None]:
+        def timed(step: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], None]:
             def call() -> None:
                 kv.reset()
-                decode_step(model, tok, kv, linear)
+                step(tok)
 
             return call
 
         with torch.inference_mode():
-            med = time_interleaved(
-                {"gemv.linear": step(gemv.linear), "F.linear": step(F.linear)}, repeats=repeats, warmup=1
-            )
-        use = med["gemv.linear"] < 0.95 * med["F.linear"]
+            med = time_interleaved({k: timed(f) for k, f in steps.items()}, repeats=repeats, warmup=1)
+        best = min(med, key=med.get)
+        if med[best] >= 0.95 * med["F.linear"]:
+            best = "F.linear"
         ms = {k: v * 1e3 for k, v in med.items()}
         why = (
-            f"one decoding step on {threads} threads: gemv.linear {ms['gemv.linear']:.2f} ms, "
-            f"F.linear {ms['F.linear']:.2f} ms -> {'gemv.linear' if use else 'F.linear'}"
-            f"{'' if use else ' (gemv.linear is chosen only when below 0.95x)'}"
+            f"one decoding step on {threads} threads: "
+            + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items())
+            + f" -> {best} (another step than F.linear's only when below 0.95x)"
+            + "".join(f"; {s}" for s in skipped)
         )
-        choice = {"gemv": use, "why": why, "step_ms": ms}
-    GEMV_CHOICE[key] = choice
+        choice = {"step": best, "why": why, "step_ms": ms}
+    STEP_CHOICE[key] = choice
     return choice
+
+
+def _native_step(model: nn.Module, kv: KVCache | None, device: torch.device, fast: bool) -> Callable:
+    """The C step for ``generate(native=True)``, or a ValueError naming why it cannot run."""
+    from . import native
+
+    if kv is None or not fast:
+        raise ValueError("generate: native=True needs use_cache=True, fast=True and max_new_tokens > 0")
+    why = "not on CPU" if device.type != "cpu" else native.supports(model, kv.k.shape[1])
+    step = native.NativeStep.create(model, kv) if why is None else None
+    if step is None:
+        why = why or native.STATUS.get("step")
+        raise ValueError(f"generate: native=True, but the C step cannot run: {why}")
+    return step
 
 
 def sample(
@@ -259,13 +295,18 @@ def generate(
     use_cache: bool = True,
     multicore: bool | None = None,
     fast: bool = True,
+    native: bool | None = None,
 ) -> torch.Tensor:
     """``model.generate``: idx ``[B, T]`` -> ``[B, T + max_new_tokens]`` (see ``GPT2.generate``).
 
     ``fast`` (with the cache, for pre-norm models) runs each one-token step with
     :func:`decode_step`; otherwise every step is ``model(...)`` inside :func:`decoding`.
-    ``multicore``: None lets :func:`choose_gemv` pick the fast step's product; True/False force
-    ``gemv.linear``/``F.linear`` (on the readable path True runs it under ``gemv.multicore()``).
+    With ``multicore`` and ``native`` both None, :func:`choose_step` picks the fast step:
+    :func:`decode_step` with ``F.linear`` or ``gemv.linear``, or the C step of
+    :mod:`gpt2ln.native`. ``multicore`` True/False forces :func:`decode_step` with
+    ``gemv.linear``/``F.linear`` (on the readable path True runs it under ``gemv.multicore()``);
+    ``native=True`` forces the C step (a ValueError says why where it cannot run), ``native=False``
+    leaves it out.
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"generate: expected max_new_tokens to be an int >= 0, got {max_new_tokens!r}")
@@ -275,6 +316,12 @@ def generate(
         raise ValueError(f"generate: expected top_k to be None or an int >= 1, got {top_k!r}")
     if multicore is not None and not isinstance(multicore, bool):
         raise TypeError(f"generate: expected gemv to be None, True or False, got {multicore!r}")
+    if native is not None and not isinstance(native, bool):
+        raise TypeError(f"generate: expected native to be None, True or False, got {native!r}")
+    if native and multicore is not None:
+        raise ValueError(
+            "generate: native=True runs the C step; gemv=True/False choose the Python step's product"
+        )
     n_ctx = model.config.n_ctx
     model.check_idx(idx[:, -n_ctx:] if isinstance(idx, torch.Tensor) and idx.ndim == 2 else idx)
     B, T0 = idx.shape
@@ -285,9 +332,18 @@ def generate(
         max_len = min(n_ctx, T0 + max_new_tokens)
         kv = KVCache.for_model(model.config, B, max_len, idx.device, model.wte.weight.dtype)
     step = None
-    if fast and kv is not None and supports_fast_step(model):
-        use_gemv = choose_gemv(model, B)["gemv"] if multicore is None else multicore
-        step = partial(decode_step, model, kv=kv, linear=gemv.linear if use_gemv else F.linear)
+    if native:
+        step = _native_step(model, kv, idx.device, fast)
+    elif fast and kv is not None and supports_fast_step(model):
+        if multicore is not None:
+            name = "gemv.linear" if multicore else "F.linear"
+        else:
+            name = choose_step(model, B, native=native is None)["step"]
+            if name == "native":
+                step = _native_step(model, kv, idx.device, fast)
+        if step is None:
+            linear = gemv.linear if name == "gemv.linear" else F.linear
+            step = partial(decode_step, model, kv=kv, linear=linear)
     readable_gemv = multicore is True and step is None and idx.device.type == "cpu"
     with decoding(model, kv, last_only=True), gemv.multicore() if readable_gemv else nullcontext():
         for t in range(T0, T0 + max_new_tokens):

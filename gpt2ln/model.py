@@ -149,6 +149,7 @@ class GPT2(nn.Module):
         use_cache: bool = True,
         gemv: bool | None = None,
         fast: bool = True,
+        native: bool | None = None,
     ) -> torch.Tensor:
         """Extend idx ``[B, T]`` by ``max_new_tokens`` -> ``[B, T + max_new_tokens]``.
 
@@ -159,14 +160,17 @@ class GPT2(nn.Module):
         sequence fills the context window the model recomputes over the last ``n_ctx``
         tokens. ``fast`` (the default) runs each one-token step as one plain function,
         ``gpt2ln.kv_cache.decode_step``, instead of the model's forward with hooks (the readable
-        path, ``fast=False``); both give the same tokens. ``gemv``: None (the default) lets
-        ``gpt2ln.kv_cache.choose_gemv`` measure once whether the multi-core ``gpt2ln.gemv.linear``
-        beats ``F.linear`` here; True or False forces one. Call ``model.eval()`` first if the
-        model has dropout.
+        path, ``fast=False``); both give the same tokens. With ``gemv`` and ``native`` None (the
+        default) ``gpt2ln.kv_cache.choose_step`` measures once which step is fastest here: with
+        ``F.linear``, with the multi-core ``gpt2ln.gemv.linear``, or the same step in C
+        (``gpt2ln.native``, where a C compiler is found). ``gemv=True``/``False`` forces the Python
+        step with that product, ``native=True``/``False`` forces the C step or leaves it out.
+        Call ``model.eval()`` first if the model has dropout.
         """
         from .kv_cache import generate  # the decoding path: KV cache, one-token step, GEMV
 
-        return generate(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv, fast)
+        args = (temperature, top_k, generator, use_cache, gemv, fast, native)
+        return generate(self, idx, max_new_tokens, *args)
 
     @classmethod
     def from_hf_state_dict(

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gpt2ln import GPT2Config
+from gpt2ln import GPT2Config, native
 from gpt2ln.bench import (
     bench_forward,
     bench_generate,
@@ -49,8 +49,12 @@ def test_bench_forward_rows(pair):
 def test_bench_generate_compares_tokens_on_every_path(pair):
     out = bench_generate(*pair, prompt_len=4, new_tokens=6, repeats=1, warmup=0)
     assert out["tokens_equal"], out["mismatch"]
-    assert set(out["paths"]) == {"eager", "fast", "fast, F.linear", "fast, gemv.linear", "transformers"}
-    assert out["default_path"] in out["paths"] and isinstance(out["gemv_choice"]["why"], str)
+    paths = {"eager", "fast", "fast, F.linear", "fast, gemv.linear", "transformers"}
+    if native.load() is not None:  # the C step, where this machine compiles it
+        paths.add("fast, native")
+        assert out["native"].startswith("loaded")
+    assert set(out["paths"]) == paths
+    assert out["default_path"] in out["paths"] and isinstance(out["step_choice"]["why"], str)
     assert _positive_finite(out["ratio"]) and out["ratio"] == out["paths"]["fast"]["vs_transformers"]
     ours = pair[0]
     n_weights = sum(p.numel() for p in ours.parameters()) - ours.wpe.weight.numel()
@@ -93,7 +97,8 @@ def test_bench_generate_reports_a_mismatch(pair, monkeypatch):
     monkeypatch.setattr(ours, "generate", wrong)
     out = bench_generate(ours, theirs, prompt_len=4, new_tokens=3, repeats=1, warmup=0)
     assert not out["tokens_equal"] and "token [0, 6]" in out["mismatch"]
-    assert out["mismatch"].count("token [0, 6]") == 4  # the four gpt2ln paths against transformers
+    # every gpt2ln path against transformers: eager, fast, fast with each product, and the C step
+    assert out["mismatch"].count("token [0, 6]") == 4 + (native.load() is not None)
 
 
 def test_bench_layer_norm_rows():

@@ -1,7 +1,7 @@
 """gpt2ln.gemv.linear: the multi-core matrix-vector product equals F.linear wherever it is used,
 and hands everything else to F.linear; gemv.multicore applies it to a model's products, only
 inside its `with` block. The fast decoding step (gpt2ln.kv_cache.decode_step) gives the readable
-path's tokens with either product, and choose_gemv measures once which one to use."""
+path's tokens with either product, and choose_step measures once which step to use."""
 
 import pytest
 import torch
@@ -142,16 +142,18 @@ def test_other_norm_placements_decode_on_the_readable_path(monkeypatch):
     )
 
 
-def test_choose_gemv_measures_once_and_says_why(two_threads, monkeypatch):
+def test_choose_step_measures_once_and_says_why(two_threads, monkeypatch):
     model = GPT2(GPT2Config(vocab_size=91, n_ctx=16, n_embd=32, n_layer=1, n_head=2)).eval()
-    monkeypatch.setattr(kv_cache, "GEMV_CHOICE", {})
-    choice = kv_cache.choose_gemv(model)
-    assert isinstance(choice["gemv"], bool) and "gemv.linear" in choice["why"] and "F.linear" in choice["why"]
+    monkeypatch.setattr(kv_cache, "STEP_CHOICE", {})
+    choice = kv_cache.choose_step(model, native=False)
+    assert choice["step"] in {"gemv.linear", "F.linear"} and "native: left out" in choice["why"]
     assert set(choice["step_ms"]) == {"gemv.linear", "F.linear"}
+    assert "gemv.linear" in choice["why"] and "F.linear" in choice["why"]
     monkeypatch.setattr(kv_cache, "time_interleaved", lambda *a, **k: pytest.fail("measured twice"))
-    assert kv_cache.choose_gemv(model) is choice  # cached for the process
+    assert kv_cache.choose_step(model, native=False) is choice  # cached for the process
     torch.set_num_threads(1)
-    assert kv_cache.choose_gemv(model)["gemv"] is False  # one thread: nothing to choose
+    one = kv_cache.choose_step(model, native=False)
+    assert one["step"] == "F.linear" and "not a multi-core CPU" in one["why"]  # nothing to choose
 
 
 def test_generate_rejects_a_non_bool_gemv():

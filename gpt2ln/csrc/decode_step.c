@@ -1,0 +1,144 @@
+/* One decoding step of a pre-norm GPT-2, for one sequence, in plain C (in the spirit of llm.c).
+ *
+ * gpt2ln.native compiles this file with the system's C compiler and calls gpt2ln_decode_step
+ * once per generated token: the new token's embedding, then per block
+ *     x += c_proj(attention(ln_1(x)))    (this token's key and value written into the cache)
+ *     x += mlp_c_proj(gelu(c_fc(ln_2(x))))
+ * then ln_f and the tied unembedding. The same formulas as gpt2ln.kv_cache.decode_step, on the
+ * same weights (PyTorch's own memory, never copied) and the same KV cache, with nothing between
+ * the products: a decoding step reads every weight once, so its time is the time to stream the
+ * weights from memory, and each matrix-vector product below splits its rows over the threads.
+ *
+ * Layouts (all float32, contiguous): a weight W [out, in] (nn.Linear's), x [in] -> W x + b [out];
+ * the caches k, v [n_layer, n_head, max_len, head_dim]; params, per layer, in the order of the
+ * enum below, then wte [vocab, d], wpe [n_ctx, d], ln_f.weight, ln_f.bias. A NULL bias or
+ * LayerNorm bias is zero.
+ */
+#include <math.h>
+#include <stddef.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { LN1_W, LN1_B, ATTN_W, ATTN_B, ATTN_PROJ_W, ATTN_PROJ_B,
+       LN2_W, LN2_B, FC_W, FC_B, MLP_PROJ_W, MLP_PROJ_B, PER_LAYER };
+
+/* GPT-2's LayerNorm: mean over the row, biased variance, eps inside the root, then gain and bias.
+   The two sums run in double (768 numbers: free), so the row statistics are exact to float. */
+static void layer_norm(const float *x, const float *g, const float *b, float *y, int d, float eps) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < d; i++) mean += x[i];
+    mean /= d;
+    for (int i = 0; i < d; i++) { double c = x[i] - mean; var += c * c; }
+    var /= d;
+    float m = (float)mean, r = (float)(1.0 / sqrt(var + eps));
+    for (int i = 0; i < d; i++) y[i] = (x[i] - m) * r * g[i] + (b ? b[i] : 0.0f);
+}
+
+/* tanh as a ratio of two polynomials in x (the float approximation of the Eigen library, within
+   a few float roundings of tanhf), clamped where tanh is +-1 to float precision: only
+   multiplications and additions, so the compiler vectorizes the loops that call it. */
+static inline float tanh_rational(float x) {
+    const float clamp = 7.90531110763549805f;
+    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+/* GPT-2's tanh approximation of GELU. */
+static inline float gelu(float v) {
+    return 0.5f * v * (1.0f + tanh_rational(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+
+/* y = W x + b (then GELU if apply_gelu): one dot product per row of W, rows split evenly over
+   the threads, so every thread streams its own contiguous share of the weights. */
+static void matvec(const float *W, const float *x, const float *b, float *y, int n_out, int n_in,
+                   int apply_gelu) {
+    #pragma omp parallel for schedule(static)
+    for (int o = 0; o < n_out; o++) {
+        const float *w = W + (size_t)o * n_in;
+        float acc = 0.0f;
+        #pragma omp simd reduction(+:acc)
+        for (int i = 0; i < n_in; i++) acc += w[i] * x[i];
+        acc += b ? b[o] : 0.0f;
+        y[o] = apply_gelu ? gelu(acc) : acc;
+    }
+}
+
+/* Causal attention of the newest position pos over positions 0..pos, one head per iteration.
+   qkv [3d] holds this token's q, k, v; k and v are written into the caches first. */
+static void attention(const float *qkv, float *kc, float *vc, float *y, float *scores,
+                      int n_head, int head_dim, int max_len, int pos) {
+    int d = n_head * head_dim;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    #pragma omp parallel for schedule(static)
+    for (int h = 0; h < n_head; h++) {
+        const float *q = qkv + h * head_dim;
+        float *K = kc + (size_t)h * max_len * head_dim, *V = vc + (size_t)h * max_len * head_dim;
+        float *s = scores + (size_t)h * max_len, *out = y + h * head_dim;
+        for (int j = 0; j < head_dim; j++) {
+            K[(size_t)pos * head_dim + j] = qkv[d + h * head_dim + j];
+            V[(size_t)pos * head_dim + j] = qkv[2 * d + h * head_dim + j];
+        }
+        float max = -INFINITY;
+        for (int t = 0; t <= pos; t++) {
+            float dot = 0.0f;
+            for (int j = 0; j < head_dim; j++) dot += q[j] * K[(size_t)t * head_dim + j];
+            s[t] = dot * scale;
+            if (s[t] > max) max = s[t];
+        }
+        float sum = 0.0f;
+        for (int t = 0; t <= pos; t++) { s[t] = expf(s[t] - max); sum += s[t]; }
+        for (int j = 0; j < head_dim; j++) out[j] = 0.0f;
+        for (int t = 0; t <= pos; t++) {
+            float p = s[t] / sum;
+            for (int j = 0; j < head_dim; j++) out[j] += p * V[(size_t)t * head_dim + j];
+        }
+    }
+}
+
+/* Returns 0, or a negative code for bad arguments (the Python side checks them first).
+   scratch holds 10 d + n_head * max_len floats. */
+int gpt2ln_decode_step(const float *const *params, float *k_cache, float *v_cache, float *scratch,
+                       float *logits, long token, int pos, int n_layer, int n_head, int n_embd,
+                       int vocab, int max_len, float eps, int n_threads) {
+    if (pos < 0 || pos >= max_len || token < 0 || token >= vocab || n_embd % n_head) return -1;
+#ifdef _OPENMP
+    if (n_threads > 0) omp_set_num_threads(n_threads);
+#else
+    (void)n_threads;
+#endif
+    int d = n_embd, head_dim = n_embd / n_head;
+    const float *const *top = params + (size_t)n_layer * PER_LAYER;
+    const float *wte = top[0], *wpe = top[1], *lnf_w = top[2], *lnf_b = top[3];
+    float *x = scratch, *h = x + d, *qkv = h + d, *y = qkv + 3 * d, *f = y + d;  /* f: 4 d */
+    float *scores = f + 4 * d;
+    for (int i = 0; i < d; i++) x[i] = wte[(size_t)token * d + i] + wpe[(size_t)pos * d + i];
+    for (int l = 0; l < n_layer; l++) {
+        const float *const *p = params + (size_t)l * PER_LAYER;
+        size_t layer = (size_t)l * n_head * max_len * head_dim;
+        layer_norm(x, p[LN1_W], p[LN1_B], h, d, eps);
+        matvec(p[ATTN_W], h, p[ATTN_B], qkv, 3 * d, d, 0);
+        attention(qkv, k_cache + layer, v_cache + layer, y, scores, n_head, head_dim, max_len, pos);
+        matvec(p[ATTN_PROJ_W], y, p[ATTN_PROJ_B], h, d, d, 0);
+        for (int i = 0; i < d; i++) x[i] += h[i];
+        layer_norm(x, p[LN2_W], p[LN2_B], h, d, eps);
+        matvec(p[FC_W], h, p[FC_B], f, 4 * d, d, 1);
+        matvec(p[MLP_PROJ_W], f, p[MLP_PROJ_B], h, d, 4 * d, 0);
+        for (int i = 0; i < d; i++) x[i] += h[i];
+    }
+    layer_norm(x, lnf_w, lnf_b, h, d, eps);
+    matvec(wte, h, NULL, logits, vocab, d, 0);
+    return 0;
+}

@@ -1,0 +1,193 @@
+"""The decoding step in C: ``csrc/decode_step.c``, compiled here and called once per token.
+
+A decoding step of GPT-2 small multiplies one token's vector by every weight matrix: it reads
+~500 MB of weights and does ~1 flop per 2 bytes, so its floor is the time the memory takes to
+deliver the weights once (``python -m gpt2ln.bench`` measures both). In Python each step also
+pays for ~200 operator calls (a few microseconds each) and for the BLAS matrix-vector product,
+which on some CPUs runs on one core. ``csrc/decode_step.c`` is the same step as
+:func:`gpt2ln.kv_cache.decode_step` (LayerNorm, products, causal attention over the cache,
+GELU, residuals, ``ln_f``, the tied unembedding) as ~100 lines of plain C, in the spirit of
+llm.c: one call per token, on PyTorch's own weight and cache memory (pointers, no copies),
+each product split over the threads with OpenMP. It is a speed path, like gpt-fast's compiled
+step or llama.cpp: the readable path stays :class:`gpt2ln.GPT2`'s forward, and the tests check
+that both give the same tokens.
+
+:func:`load` compiles the file once per machine (``cc -O3 -march=native -fopenmp``, about a
+second; the library is kept in ``~/.cache/gpt2ln``, or ``$GPT2LN_CACHE``) and loads it with
+``ctypes``. Where that fails (no C compiler, no OpenMP, another platform) or the environment
+sets ``GPT2LN_COMPILE=0``, it returns None and says why in :data:`STATUS`; ``generate`` then
+runs the Python step. :func:`supports` says which models it computes exactly: pre-norm
+LayerNorm GPT-2 (with or without biases), float32 on CPU, one sequence.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .norms import LayerNorm
+
+__all__ = ["SOURCE", "STATUS", "NativeStep", "load", "supports"]
+
+SOURCE = Path(__file__).with_name("csrc") / "decode_step.c"
+
+#: "loaded: <path>", or "unavailable: <why>" once :func:`load` has decided (cached for the process)
+STATUS: dict[str, str] = {}
+_LIB: list[ctypes.CDLL] = []
+
+#: compiler flag sets tried in turn: the first that compiles wins
+_FLAG_SETS = (
+    ["-O3", "-march=native", "-fopenmp"],
+    ["-O3", "-mcpu=native", "-fopenmp"],  # clang on arm64
+    ["-O3", "-fopenmp"],
+)
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GPT2LN_CACHE", Path.home() / ".cache" / "gpt2ln"))
+
+
+def _compile(cc: str) -> Path:
+    """Compile SOURCE into a shared library under the cache directory (reused when the source,
+    the compiler and the machine are unchanged); RuntimeError with the compiler's message."""
+    src = SOURCE.read_bytes()
+    errors = []
+    for flags in _FLAG_SETS:
+        key = hashlib.sha256(
+            src + " ".join([cc, *flags, platform.machine(), platform.processor(), sys.platform]).encode()
+        ).hexdigest()[:16]
+        out = _cache_dir() / f"decode_step-{key}.so"
+        if out.exists():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp_out = Path(tmp) / out.name
+            cmd = [cc, *flags, "-shared", "-fPIC", "-std=c11", str(SOURCE), "-o", str(tmp_out), "-lm"]
+            try:
+                run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as err:
+                errors.append(f"{' '.join(flags)}: {err}")
+                continue
+            if run.returncode == 0:
+                shutil.move(str(tmp_out), out)  # atomic enough: a concurrent build writes the same bytes
+                return out
+            errors.append(f"{' '.join(flags)}: {(run.stderr.strip().splitlines() or ['failed'])[0][:200]}")
+    raise RuntimeError(f"{cc} could not compile {SOURCE.name}: " + "; ".join(errors))
+
+
+def load() -> ctypes.CDLL | None:
+    """The compiled step, or None where it is not available (the reason is in ``STATUS["step"]``)."""
+    if _LIB:
+        return _LIB[0]
+    if "step" in STATUS:
+        return None
+    if os.environ.get("GPT2LN_COMPILE", "1") == "0":
+        STATUS["step"] = "unavailable: GPT2LN_COMPILE=0"
+        return None
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        STATUS["step"] = "unavailable: no C compiler (cc, gcc or clang) on PATH"
+        return None
+    try:
+        path = _compile(cc)
+        lib = ctypes.CDLL(str(path))
+        fn = lib.gpt2ln_decode_step
+    except (RuntimeError, OSError, AttributeError) as err:
+        STATUS["step"] = f"unavailable: {type(err).__name__}: {err}"
+        return None
+    fn.restype = ctypes.c_int
+    ints = [ctypes.c_int] * 6  # pos, n_layer, n_head, n_embd, vocab, max_len
+    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_long, *ints, ctypes.c_float, ctypes.c_int]
+    STATUS["step"] = f"loaded: {path}"
+    _LIB.append(lib)
+    return lib
+
+
+def _float32_cpu(t: torch.Tensor | None) -> bool:
+    return t is None or (t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous())
+
+
+def supports(model: nn.Module, batch: int = 1) -> str | None:
+    """None if the C step computes exactly what ``model`` computes for one sequence; otherwise why not."""
+    cfg = model.config
+    if batch != 1:
+        return f"batch {batch}: the C step decodes one sequence"
+    if cfg.norm_position != "pre" or cfg.norm != "layernorm" or cfg.qk_norm:
+        qk = " with QK-norm" if cfg.qk_norm else ""
+        return f"{cfg.norm_position}-norm {cfg.norm}{qk}: the C step is pre-norm LayerNorm"
+    if model.training and cfg.dropout > 0:
+        return "dropout is active (call model.eval())"
+    norms = [m for b in model.h for m in (b.ln_1, b.ln_2)] + [model.ln_f]
+    if any(type(m) is not LayerNorm or m.eps != cfg.layer_norm_epsilon for m in norms):
+        return "a norm that is not gpt2ln.LayerNorm with the config's eps"
+    for name, p in model.named_parameters():
+        if not _float32_cpu(p):
+            return f"{name}: the C step needs contiguous float32 on CPU, got {p.dtype} on {p.device}"
+    d = cfg.n_embd
+    for b in model.h:
+        shapes = [b.attn.c_attn.weight.shape, b.attn.c_proj.weight.shape, b.mlp.c_fc.weight.shape]
+        if shapes != [(3 * d, d), (d, d), (4 * d, d)]:
+            return f"unexpected weight shapes {shapes}"
+    return None
+
+
+def _params(model: nn.Module) -> list[torch.Tensor | None]:
+    """The weights in the order ``csrc/decode_step.c`` reads them."""
+    out: list[torch.Tensor | None] = []
+    for b in model.h:
+        a, m = b.attn, b.mlp
+        for t in (b.ln_1, a.c_attn, a.c_proj, b.ln_2, m.c_fc, m.c_proj):
+            out += [t.weight, t.bias]
+    return [*out, model.wte.weight, model.wpe.weight, model.ln_f.weight, model.ln_f.bias]
+
+
+class NativeStep:  # kv: a gpt2ln.kv_cache.KVCache (not imported: kv_cache imports this module)
+    """``step(tok)``: the C decoding step of ``model`` for token ids tok ``[1, 1]`` at position
+    ``kv.length``, writing into the :class:`gpt2ln.kv_cache.KVCache` ``kv`` -> logits ``[1, vocab]``;
+    advances ``kv`` by one. Build it with :meth:`create`, which returns None where the step is
+    unavailable or does not support the model."""
+
+    def __init__(self, lib: ctypes.CDLL, model: nn.Module, kv: Any) -> None:
+        cfg = model.config
+        self.fn, self.model, self.kv, self.cfg = lib.gpt2ln_decode_step, model, kv, cfg
+        self.tensors = _params(model)  # held, so the pointers stay valid
+        ptrs = [0 if t is None else t.data_ptr() for t in self.tensors]
+        self.table = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        self.scratch = torch.empty(10 * cfg.n_embd + cfg.n_head * kv.max_len)
+        self.logits = torch.empty(1, cfg.vocab_size)
+
+    @classmethod
+    def create(cls, model: nn.Module, kv: Any) -> NativeStep | None:
+        lib = load()
+        if lib is None or supports(model, kv.k.shape[1]) is not None:
+            return None
+        if not (_float32_cpu(kv.k) and _float32_cpu(kv.v)):
+            return None
+        return cls(lib, model, kv)
+
+    def __call__(self, tok: torch.Tensor) -> torch.Tensor:
+        kv, cfg = self.kv, self.cfg
+        kv.check_room(1)
+        token = int(tok.reshape(-1)[0])
+        if not 0 <= token < cfg.vocab_size:
+            raise ValueError(f"decode step: expected a token id in [0, {cfg.vocab_size}), got {token}")
+        rc = self.fn(
+            ctypes.addressof(self.table), kv.k.data_ptr(), kv.v.data_ptr(), self.scratch.data_ptr(),
+            self.logits.data_ptr(), token, kv.length, cfg.n_layer, cfg.n_head, cfg.n_embd,
+            cfg.vocab_size, kv.max_len, cfg.layer_norm_epsilon, torch.get_num_threads(),
+        )  # fmt: skip
+        if rc != 0:
+            raise RuntimeError(f"decode step: the C step rejected its arguments (code {rc})")
+        kv.advance(1)
+        return self.logits.clone()
