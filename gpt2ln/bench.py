@@ -54,6 +54,7 @@ __all__ = [
     "bench_generate",
     "bench_generate_memory",
     "bench_layer_norm",
+    "bench_native_parts",
     "compare_tokens",
     "keep_freed_memory",
     "machine_info",
@@ -307,7 +308,43 @@ def bench_generate(
         }
     out["ratio"] = out["paths"]["fast"]["vs_transformers"]  # the default path against transformers
     out["fast_of_floor"] = out["paths"]["fast"]["of_floor"]
+    if native_why is None:
+        out["native_parts"] = bench_native_parts(
+            ours, prompt_len + new_tokens // 2, repeats=max(5, 3 * repeats)
+        )
     return out
+
+
+def bench_native_parts(model: GPT2, pos: int, repeats: int = 10) -> dict[str, Any]:
+    """Where the C step's time goes: one step at position ``pos``, the same step's matrix-vector
+    products alone (``NativeStep.products_only``), and ``x.sum()`` over as many bytes as the
+    weights (the floor), timed in the same interleaved rounds. ms each, and the step's time split
+    into products and the rest (LayerNorm, attention, GELU, residuals, the call from Python)."""
+    cfg = model.config
+    kv = KVCache.for_model(cfg, 1, pos + 1)
+    step = native.NativeStep.create(model, kv)
+    if step is None:
+        raise ValueError(f"bench_native_parts: the C step cannot run: {native.STATUS.get('step')}")
+    tok = torch.zeros(1, 1, dtype=torch.long)
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if n != "wpe.weight")
+    x = torch.ones(weight_bytes // 4)
+
+    def one_step() -> None:
+        kv.length = pos
+        step(tok)
+
+    with torch.inference_mode():
+        med = time_interleaved(
+            {"step": one_step, "products": step.products_only, "floor": x.sum}, repeats=repeats, warmup=2
+        )
+    ms = {k: v * 1e3 for k, v in med.items()}
+    return {
+        "pos": pos,
+        "ms": ms,
+        "step_of_floor": ms["step"] / ms["floor"],
+        "products_of_floor": ms["products"] / ms["floor"],
+        "rest_ms": ms["step"] - ms["products"],
+    }
 
 
 def bench_generate_memory(
@@ -545,18 +582,24 @@ def profile_forward(model: GPT2, idx: torch.Tensor, top: int = 10) -> list[dict[
 
 
 def profile_generate(
-    model: GPT2, idx: torch.Tensor, new_tokens: int, top: int = 10, fast: bool = True
+    model: GPT2,
+    idx: torch.Tensor,
+    new_tokens: int,
+    top: int = 10,
+    fast: bool = True,
+    native: bool | None = None,
 ) -> dict[str, Any]:
     """Where one greedy generation's time goes (after one warm-up): the ``top`` operators by self
     CPU time, the wall time, and the summed self time of every operator (the rest of the wall
-    time is Python and the dispatcher, outside any operator)."""
+    time is Python and the dispatcher, outside any operator). The C step counts as one operator,
+    ``gpt2ln::native_step``."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.inference_mode():
-        model.generate(idx, new_tokens, temperature=0, fast=fast)
+        model.generate(idx, new_tokens, temperature=0, fast=fast, native=native)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             t0 = time.perf_counter()
-            model.generate(idx, new_tokens, temperature=0, fast=fast)
+            model.generate(idx, new_tokens, temperature=0, fast=fast, native=native)
             wall = time.perf_counter() - t0
     ops_ms = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e3
     return {"wall_ms": wall * 1e3, "ops_ms": ops_ms, "top_ops": _top_ops(prof, top)}
@@ -657,6 +700,7 @@ def run(
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
         **profile_generate(ours_cpu, prompt, new_tokens),
+        "python_step": profile_generate(ours_cpu, prompt, new_tokens, native=False),
         "eager": profile_generate(ours_cpu, prompt, new_tokens, fast=False),
     }
     record["seconds"] = time.perf_counter() - t_start

@@ -1,14 +1,20 @@
-"""One-pass norm kernels for the modules ``LayerNorm``, ``RMSNorm`` and ``DyT``, by ``torch.compile``.
+"""One-pass norm kernels for the modules ``LayerNorm``, ``RMSNorm`` and ``DyT`` on large CPU inputs.
 
 A norm reads ``x`` ``[..., d]`` once and writes ``y`` once; on a large tensor its speed limit is
 the memory bandwidth of a copy. PyTorch's CPU ``F.layer_norm`` is one fused kernel, but its CPU
 ``F.rms_norm`` is composed of several (square, mean, add, rsqrt, two products), and DyT written as
 ``tanh(alpha * x) * weight + bias`` is four: each reads and writes a tensor as large as ``x``.
-``torch.compile`` turns the same few lines (the kernels below are the readable formulas) into one
-C++ loop per row, so every element is read and written once.
+:func:`run` runs one pass instead, in the first of two ways that works here:
 
-Compiling costs time (seconds the first time in a process, more on a cold cache) and needs a C++
-compiler on CPU, so :func:`run` uses a compiled kernel only where it pays and only where it works:
+1. the C kernels of ``gpt2ln/csrc/norms.c`` (through :func:`gpt2ln.native.norm`: compiled with
+   the system's C compiler once per machine, about a second), for float32: one loop per row,
+   the output written with streaming stores, so a norm moves the bytes a copy moves. This is
+   the only one-pass path of ``LayerNorm``, which otherwise keeps ``F.layer_norm``;
+2. for ``RMSNorm`` and ``DyT`` where there is no C library (or for half precision):
+   ``torch.compile`` of the readable formulas below, which inductor turns into one C++ loop per
+   row. DyT's tanh is :func:`tanh_rational` in both.
+
+Either way, only where it pays and only where it works:
 
 * on CPU (elsewhere PyTorch's kernels, or the eager formula, run as before);
 * for inputs of at least :data:`MIN_NUMEL` elements (a few MB: below that a pass costs
@@ -16,16 +22,16 @@ compiler on CPU, so :func:`run` uses a compiled kernel only where it pays and on
 * when autograd is not recording (``torch.no_grad``/``inference_mode``, or nothing requires a
   gradient): training keeps PyTorch's differentiable kernels, so a training loop pays no compile
   warm-up and its gradients are exactly those of before;
-* where inductor can vectorize its C++ loop (it finds a SIMD instruction set; with
-  ``ATEN_CPU_CAPABILITY=default`` it does not, and a scalar compiled loop is slower than
-  PyTorch's own kernels, measured: 4x for LayerNorm);
-* unless the environment sets ``GPT2LN_COMPILE=0``.
+* not on the portable float path (``ATEN_CPU_CAPABILITY=default``: PyTorch's kernels, and a
+  scalar compiled loop would be slower than them, measured: 4x for LayerNorm);
+* unless the environment sets ``GPT2LN_COMPILE=0`` (``GPT2LN_NATIVE=0`` leaves out the C kernels only).
 
 The first call decides: it compiles (``dynamic=False``: one kernel per shape, a new shape compiles
 again; a kernel for symbolic shapes measured 2x slower at ``[8, 1024, 768]``) and runs the
 kernel; if that raises (no compiler, an unsupported platform), the decision "not available" and
 its reason are cached in :data:`STATUS` and every later call returns ``None``, so the module
-falls back to its eager path. Nothing here ever fails a forward pass.
+falls back to its eager path. Nothing here ever fails a forward pass. :data:`STATUS` says what
+ran: ``"native"``, ``"compiled"`` or ``"unavailable: <why>"``.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import os
 from collections.abc import Callable
 
 import torch
+
+from . import native
 
 __all__ = [
     "MIN_NUMEL",
@@ -156,14 +164,20 @@ def _no_simd() -> str | None:
 
 
 def run(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
-    """The compiled kernel ``name`` (``layer_norm``, ``rms_norm``, ``dyt``) on ``args``, or None
-    where it is not available (then the caller runs its eager path)."""
-    if STATUS.get(name, "").startswith("unavailable"):
-        return None
-    fn = _COMPILED.get(name)
+    """The one-pass kernel ``name`` (``layer_norm``, ``rms_norm``, ``dyt``) on ``args``: the C
+    kernel of ``gpt2ln.native`` for float32, else the compiled kernel (not for ``layer_norm``,
+    whose compiled kernel does not beat ``F.layer_norm``); None where neither is available (then
+    the caller runs its eager path)."""
     # detached: no gradient is wanted here, and a compiled call handed parameters that require
     # a gradient runs a slower wrapper (measured 4x slower at [8, 1024, 768])
     args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    y = native.norm(name, *args)
+    if y is not None:
+        STATUS[name] = "native"
+        return y
+    if name == "layer_norm" or STATUS.get(name, "").startswith("unavailable"):
+        return None
+    fn = _COMPILED.get(name)
     try:
         if fn is None:
             why = _no_simd()

@@ -14,10 +14,10 @@ GPT-2 small, next to the ~15 ms it takes a CPU to read the weights once. So by d
 one-token step after the prompt runs :func:`decode_step` instead (the recipe of gpt-fast: a
 static cache and a one-token step with nothing else in it): the same modules' weights and the
 same operations, in a plain loop over the blocks, writing into the same preallocated
-:class:`KVCache`. Its matrix-vector products go to ``F.linear`` or to the multi-core
-``gemv.linear``, whichever :func:`choose_gemv` measured to be faster on this machine (once per
-process and model shape), so no choice is tuned to one CPU. The tokens are those of the
-readable path (tested).
+:class:`KVCache`, with ``F.linear`` or the multi-core ``gemv.linear`` as its products; or the
+same step in C (:mod:`gpt2ln.native`), where a C compiler exists. :func:`choose_step` times one
+step of each once per process and model shape and keeps the fastest, so no choice is tuned to
+one CPU. The tokens are those of the readable path (tested).
 """
 
 from __future__ import annotations

@@ -35,12 +35,13 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
-from .norms import LayerNorm
-
-__all__ = ["SOURCE", "STATUS", "NativeStep", "load", "supports"]
+__all__ = ["SOURCE", "SOURCES", "STATUS", "NativeStep", "load", "norm", "supports"]
 
 SOURCE = Path(__file__).with_name("csrc") / "decode_step.c"
+#: every C file of the library: the decoding step and the norm kernels of :func:`norm`
+SOURCES = (SOURCE, SOURCE.with_name("norms.c"))
 
 #: "loaded: <path>", or "unavailable: <why>" once :func:`load` has decided (cached for the process)
 STATUS: dict[str, str] = {}
@@ -59,9 +60,9 @@ def _cache_dir() -> Path:
 
 
 def _compile(cc: str) -> Path:
-    """Compile SOURCE into a shared library under the cache directory (reused when the source,
+    """Compile SOURCES into a shared library under the cache directory (reused when the sources,
     the compiler and the machine are unchanged); RuntimeError with the compiler's message."""
-    src = SOURCE.read_bytes()
+    src = b"".join(p.read_bytes() for p in SOURCES)
     errors = []
     for flags in _FLAG_SETS:
         key = hashlib.sha256(
@@ -73,7 +74,7 @@ def _compile(cc: str) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             tmp_out = Path(tmp) / out.name
-            cmd = [cc, *flags, "-shared", "-fPIC", "-std=c11", str(SOURCE), "-o", str(tmp_out), "-lm"]
+            cmd = [cc, *flags, "-shared", "-fPIC", "-std=c11", *map(str, SOURCES), "-o", str(tmp_out), "-lm"]
             try:
                 run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired) as err:
@@ -83,7 +84,7 @@ def _compile(cc: str) -> Path:
                 shutil.move(str(tmp_out), out)  # atomic enough: a concurrent build writes the same bytes
                 return out
             errors.append(f"{' '.join(flags)}: {(run.stderr.strip().splitlines() or ['failed'])[0][:200]}")
-    raise RuntimeError(f"{cc} could not compile {SOURCE.name}: " + "; ".join(errors))
+    raise RuntimeError(f"{cc} could not compile {', '.join(p.name for p in SOURCES)}: " + "; ".join(errors))
 
 
 def load() -> ctypes.CDLL | None:
@@ -92,8 +93,14 @@ def load() -> ctypes.CDLL | None:
         return _LIB[0]
     if "step" in STATUS:
         return None
-    if os.environ.get("GPT2LN_COMPILE", "1") == "0":
-        STATUS["step"] = "unavailable: GPT2LN_COMPILE=0"
+    for var in ("GPT2LN_COMPILE", "GPT2LN_NATIVE"):
+        if os.environ.get(var, "1") == "0":
+            STATUS["step"] = f"unavailable: {var}=0"
+            return None
+    if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
+        STATUS["step"] = (
+            "unavailable: ATEN_CPU_CAPABILITY=default (the portable float path: PyTorch's kernels only)"
+        )
         return None
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
@@ -109,6 +116,14 @@ def load() -> ctypes.CDLL | None:
     fn.restype = ctypes.c_int
     ints = [ctypes.c_int] * 6  # pos, n_layer, n_head, n_embd, vocab, max_len
     fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_long, *ints, ctypes.c_float, ctypes.c_int]
+    lib.gpt2ln_products_only.restype = None
+    lib.gpt2ln_products_only.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
+    p, c_long, c_int, c_float = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_float
+    lib.gpt2ln_layer_norm.argtypes = [p, p, p, p, c_long, c_int, c_float, c_int]
+    lib.gpt2ln_rms_norm.argtypes = [p, p, p, c_long, c_int, c_float, c_int]
+    lib.gpt2ln_dyt.argtypes = [p, c_float, p, p, p, c_long, c_int, c_int]
+    for fn_norm in (lib.gpt2ln_layer_norm, lib.gpt2ln_rms_norm, lib.gpt2ln_dyt):
+        fn_norm.restype = None
     STATUS["step"] = f"loaded: {path}"
     _LIB.append(lib)
     return lib
@@ -116,6 +131,37 @@ def load() -> ctypes.CDLL | None:
 
 def _float32_cpu(t: torch.Tensor | None) -> bool:
     return t is None or (t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous())
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def norm(name: str, x: torch.Tensor, *args: torch.Tensor | float | None) -> torch.Tensor | None:
+    """The C kernel of ``csrc/norms.c`` for a norm module (``layer_norm``: weight, bias, eps;
+    ``rms_norm``: weight, eps; ``dyt``: alpha, weight, bias) on x ``[..., d]`` -> ``[..., d]``, or
+    None where it does not apply (not contiguous float32 on CPU, or no library), so the caller
+    runs another path. No autograd: the caller checks that none is needed."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not all(_float32_cpu(t) for t in (x, *tensors)) or x.ndim == 0 or x.shape[-1] == 0:
+        return None
+    lib = load()
+    if lib is None:
+        return None
+    d = x.shape[-1]
+    rows, y, threads = x.numel() // d, torch.empty_like(x), torch.get_num_threads()
+    if name == "layer_norm":
+        w, b, eps = args
+        lib.gpt2ln_layer_norm(x.data_ptr(), _ptr(w), _ptr(b), y.data_ptr(), rows, d, eps, threads)
+    elif name == "rms_norm":
+        w, eps = args
+        lib.gpt2ln_rms_norm(x.data_ptr(), _ptr(w), y.data_ptr(), rows, d, eps, threads)
+    elif name == "dyt":
+        alpha, w, b = args
+        lib.gpt2ln_dyt(x.data_ptr(), float(alpha), _ptr(w), _ptr(b), y.data_ptr(), rows, d, threads)
+    else:
+        raise ValueError(f"native.norm: expected layer_norm, rms_norm or dyt, got {name!r}")
+    return y
 
 
 def supports(model: nn.Module, batch: int = 1) -> str | None:
@@ -129,8 +175,11 @@ def supports(model: nn.Module, batch: int = 1) -> str | None:
     if model.training and cfg.dropout > 0:
         return "dropout is active (call model.eval())"
     norms = [m for b in model.h for m in (b.ln_1, b.ln_2)] + [model.ln_f]
-    if any(type(m) is not LayerNorm or m.eps != cfg.layer_norm_epsilon for m in norms):
-        return "a norm that is not gpt2ln.LayerNorm with the config's eps"
+    # gpt2ln.LayerNorm by name: norms imports fused, which imports this module
+    if any(type(m).__qualname__ != "LayerNorm" or type(m).__module__ != "gpt2ln.norms" for m in norms):
+        return "a norm that is not gpt2ln.LayerNorm"
+    if any(m.eps != cfg.layer_norm_epsilon for m in norms):
+        return f"a LayerNorm whose eps is not the config's {cfg.layer_norm_epsilon}"
     for name, p in model.named_parameters():
         if not _float32_cpu(p):
             return f"{name}: the C step needs contiguous float32 on CPU, got {p.dtype} on {p.device}"
@@ -161,6 +210,7 @@ class NativeStep:  # kv: a gpt2ln.kv_cache.KVCache (not imported: kv_cache impor
     def __init__(self, lib: ctypes.CDLL, model: nn.Module, kv: Any) -> None:
         cfg = model.config
         self.fn, self.model, self.kv, self.cfg = lib.gpt2ln_decode_step, model, kv, cfg
+        self.fn_products = lib.gpt2ln_products_only
         self.tensors = _params(model)  # held, so the pointers stay valid
         ptrs = [0 if t is None else t.data_ptr() for t in self.tensors]
         self.table = (ctypes.c_void_p * len(ptrs))(*ptrs)
@@ -176,17 +226,29 @@ class NativeStep:  # kv: a gpt2ln.kv_cache.KVCache (not imported: kv_cache impor
             return None
         return cls(lib, model, kv)
 
+    def products_only(self) -> None:
+        """Only the step's matrix-vector products (same weights, same order): for the benchmark."""
+        cfg = self.cfg
+        x = torch.ones(4 * cfg.n_embd)
+        out = torch.empty(max(cfg.vocab_size, 4 * cfg.n_embd))
+        self._products_args = (x, out)  # kept alive for the call
+        self.fn_products(
+            ctypes.addressof(self.table), x.data_ptr(), out.data_ptr(),
+            cfg.n_layer, cfg.n_embd, cfg.vocab_size, torch.get_num_threads(),
+        )  # fmt: skip
+
     def __call__(self, tok: torch.Tensor) -> torch.Tensor:
         kv, cfg = self.kv, self.cfg
         kv.check_room(1)
         token = int(tok.reshape(-1)[0])
         if not 0 <= token < cfg.vocab_size:
             raise ValueError(f"decode step: expected a token id in [0, {cfg.vocab_size}), got {token}")
-        rc = self.fn(
-            ctypes.addressof(self.table), kv.k.data_ptr(), kv.v.data_ptr(), self.scratch.data_ptr(),
-            self.logits.data_ptr(), token, kv.length, cfg.n_layer, cfg.n_head, cfg.n_embd,
-            cfg.vocab_size, kv.max_len, cfg.layer_norm_epsilon, torch.get_num_threads(),
-        )  # fmt: skip
+        with record_function("gpt2ln::native_step"):  # named in torch.profiler's tables
+            rc = self.fn(
+                ctypes.addressof(self.table), kv.k.data_ptr(), kv.v.data_ptr(), self.scratch.data_ptr(),
+                self.logits.data_ptr(), token, kv.length, cfg.n_layer, cfg.n_head, cfg.n_embd,
+                cfg.vocab_size, kv.max_len, cfg.layer_norm_epsilon, torch.get_num_threads(),
+            )  # fmt: skip
         if rc != 0:
             raise RuntimeError(f"decode step: the C step rejected its arguments (code {rc})")
         kv.advance(1)

@@ -14,9 +14,10 @@ model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
 Each norm comes twice: a readable function (``layer_norm``, ``rms_norm``, ``dyt``) and a
 module (``LayerNorm``, ``RMSNorm``, ``DyT``) holding the parameters. The LayerNorm and
 RMSNorm modules run a fast path by default (``fast=True``), the readable function with
-``fast=False``; :func:`make_norm` builds the one a config asks for. LayerNorm's fast path is
-PyTorch's fused ``F.layer_norm``; RMSNorm's and DyT's is a one-pass compiled kernel
-(``gpt2ln.fused``) for large CPU inputs without autograd, and PyTorch's own kernels otherwise.
+``fast=False``; :func:`make_norm` builds the one a config asks for. For large CPU inputs
+without autograd the three modules run a one-pass kernel (``gpt2ln.fused``: C where a C
+compiler exists, else compiled by ``torch.compile`` for RMSNorm and DyT); otherwise LayerNorm's
+fast path is PyTorch's fused ``F.layer_norm`` and RMSNorm's and DyT's PyTorch's own kernels.
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ class LayerNorm(nn.Module):
     """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``.
 
     ``fast=True`` (the default) runs PyTorch's fused kernel ``F.layer_norm``, one pass
-    over memory; ``fast=False`` runs the readable :func:`layer_norm` above, seven
+    over memory (large CPU inputs without autograd: the C kernel of ``gpt2ln.fused``, one pass
+    with streaming stores); ``fast=False`` runs the readable :func:`layer_norm` above, seven
     elementwise kernels. They compute the same formula (tested to float32 rounding,
     and in float16/bfloat16 both accumulate in float32), so the model can be read
     with the slow path and run with the fast one.
@@ -175,9 +177,12 @@ class LayerNorm(nn.Module):
         """x: ``[..., d]`` -> ``[..., d]``."""
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
-        # PyTorch's fused kernel, one pass over memory (on CPU it measured at least as fast as the
-        # compiled kernel of gpt2ln.fused, which RMSNorm and DyT use)
         _check_module_input(x, self.d, "LayerNorm")
+        if fused.wanted(x, self.weight, self.bias):  # large CPU input, no autograd: the C kernel
+            y = fused.run("layer_norm", x, self.weight, self.bias, self.eps)
+            if y is not None:
+                return y
+        # PyTorch's fused kernel, one pass over memory (on CPU at least as fast as a compiled one)
         return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
     def extra_repr(self) -> str:

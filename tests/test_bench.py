@@ -11,6 +11,7 @@ from gpt2ln.bench import (
     bench_generate,
     bench_generate_memory,
     bench_layer_norm,
+    bench_native_parts,
     compare_tokens,
     make_pair,
     peak_memory,
@@ -189,3 +190,12 @@ def test_bench_gemv_rows():
     out = bench_gemv((40, 16), repeats=2, warmup=0)
     assert out["shape"] == [40, 16] and len(out["impls"]) == 3
     assert all(_positive_finite(v["GBps"]) and _positive_finite(v["ms"]) for v in out["impls"].values())
+
+
+@pytest.mark.skipif(native.load() is None, reason="no C step here")
+def test_bench_native_parts_splits_the_c_step(pair):
+    out = bench_native_parts(pair[0], pos=5, repeats=2)
+    assert set(out["ms"]) == {"step", "products", "floor"} and out["pos"] == 5
+    assert all(_positive_finite(v) for v in out["ms"].values())
+    assert out["rest_ms"] == out["ms"]["step"] - out["ms"]["products"]
+    assert out["step_of_floor"] == out["ms"]["step"] / out["ms"]["floor"]

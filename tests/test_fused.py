@@ -1,13 +1,13 @@
-"""gpt2ln.fused: the norm modules' one-pass compiled kernels give the readable functions' outputs,
-are used only where they pay (large CPU inputs, no autograd), and fall back to the eager path,
-for good, when compiling fails."""
+"""gpt2ln.fused: the norm modules' one-pass kernels (C from gpt2ln.native, or compiled by
+torch.compile) give the readable functions' outputs, are used only where they pay (large CPU
+inputs, no autograd), and fall back to the eager path, for good, when compiling fails."""
 
 import shutil
 
 import pytest
 import torch
 
-from gpt2ln import DyT, LayerNorm, RMSNorm, dyt, fused, layer_norm, rms_norm
+from gpt2ln import DyT, LayerNorm, RMSNorm, dyt, fused, layer_norm, native, rms_norm
 
 D = 64
 ROWS = fused.MIN_NUMEL // D  # [ROWS, D] is just large enough for the compiled kernel
@@ -30,10 +30,54 @@ def _modules():
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """No decision cached from an earlier test."""
+    """No decision cached from an earlier test; the C kernels left out (GPT2LN_NATIVE=0), so the
+    torch.compile path runs."""
     monkeypatch.setattr(fused, "STATUS", {})
     monkeypatch.setattr(fused, "_COMPILED", {})
+    monkeypatch.setattr(native, "STATUS", {})
+    monkeypatch.setattr(native, "_LIB", [])
     monkeypatch.delenv("GPT2LN_COMPILE", raising=False)
+    monkeypatch.setenv("GPT2LN_NATIVE", "0")
+
+
+@pytest.fixture
+def with_native(fresh, monkeypatch):
+    monkeypatch.delenv("GPT2LN_NATIVE")
+    if native.load() is None:
+        pytest.skip(f"no C library here: {native.STATUS['step']}")
+
+
+@pytest.mark.parametrize("d", [64, 50, 2048])  # rows aligned for streaming stores, or not; chunked rows
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "dyt"])
+def test_c_kernel_equals_the_readable_function(with_native, name, d):
+    torch.manual_seed(0)
+    ln, rms, dy = LayerNorm(d), RMSNorm(d, eps=1e-6), DyT(d, alpha_init=0.7)
+    with torch.no_grad():
+        for m in (ln, rms, dy):
+            m.weight.copy_(torch.linspace(0.5, 1.5, d))
+        ln.bias.copy_(torch.linspace(-0.2, 0.2, d))
+        dy.bias.copy_(torch.linspace(-0.2, 0.2, d))
+    module, readable = {
+        "layer_norm": (ln, lambda x: layer_norm(x, ln.weight, ln.bias, ln.eps)),
+        "rms_norm": (rms, lambda x: rms_norm(x, rms.weight, rms.eps)),
+        "dyt": (dy, lambda x: dyt(x, dy.alpha, dy.weight, dy.bias)),
+    }[name]
+    x = torch.randn(-(-fused.MIN_NUMEL // d), d, generator=torch.Generator().manual_seed(1)) * 3 + 1
+    with torch.no_grad():
+        y = module(x)
+        assert fused.STATUS[name] == "native", fused.STATUS  # the C kernel really ran
+        torch.testing.assert_close(y, readable(x), atol=2e-5, rtol=2e-5)
+        x3 = x.view(-1, 4, d)[:, 1:3]  # not contiguous: PyTorch's kernels
+        torch.testing.assert_close(module(x3), readable(x3), atol=2e-5, rtol=2e-5)
+
+
+def test_c_layer_norm_without_bias(with_native):
+    ln = LayerNorm(D, bias=False)
+    with torch.no_grad():
+        ln.weight.copy_(torch.linspace(0.5, 1.5, D))
+        x = torch.randn(ROWS, D)
+        torch.testing.assert_close(ln(x), layer_norm(x, ln.weight, None, ln.eps), atol=2e-5, rtol=2e-5)
+    assert fused.STATUS["layer_norm"] == "native"
 
 
 @pytest.mark.skipif(

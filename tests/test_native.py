@@ -110,7 +110,12 @@ def fresh_native(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     ("env", "why"),
-    [({"GPT2LN_COMPILE": "0"}, "GPT2LN_COMPILE=0"), ({"CC": "/nonexistent/cc"}, "could not compile")],
+    [
+        ({"GPT2LN_COMPILE": "0"}, "GPT2LN_COMPILE=0"),
+        ({"GPT2LN_NATIVE": "0"}, "GPT2LN_NATIVE=0"),
+        ({"ATEN_CPU_CAPABILITY": "default"}, "portable float path"),
+        ({"CC": "/nonexistent/cc"}, "could not compile"),
+    ],
 )
 def test_without_a_compiler_generate_falls_back_and_says_why(fresh_native, monkeypatch, env, why):
     for k, v in env.items():

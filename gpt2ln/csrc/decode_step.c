@@ -27,8 +27,10 @@ enum { LN1_W, LN1_B, ATTN_W, ATTN_B, ATTN_PROJ_W, ATTN_PROJ_B,
    The two sums run in double (768 numbers: free), so the row statistics are exact to float. */
 static void layer_norm(const float *x, const float *g, const float *b, float *y, int d, float eps) {
     double mean = 0.0, var = 0.0;
+    #pragma omp simd reduction(+:mean)
     for (int i = 0; i < d; i++) mean += x[i];
     mean /= d;
+    #pragma omp simd reduction(+:var)
     for (int i = 0; i < d; i++) { double c = x[i] - mean; var += c * c; }
     var /= d;
     float m = (float)mean, r = (float)(1.0 / sqrt(var + eps));
@@ -94,6 +96,7 @@ static void attention(const float *qkv, float *kc, float *vc, float *y, float *s
         float max = -INFINITY;
         for (int t = 0; t <= pos; t++) {
             float dot = 0.0f;
+            #pragma omp simd reduction(+:dot)
             for (int j = 0; j < head_dim; j++) dot += q[j] * K[(size_t)t * head_dim + j];
             s[t] = dot * scale;
             if (s[t] > max) max = s[t];
@@ -103,6 +106,7 @@ static void attention(const float *qkv, float *kc, float *vc, float *y, float *s
         for (int j = 0; j < head_dim; j++) out[j] = 0.0f;
         for (int t = 0; t <= pos; t++) {
             float p = s[t] / sum;
+            #pragma omp simd
             for (int j = 0; j < head_dim; j++) out[j] += p * V[(size_t)t * head_dim + j];
         }
     }
@@ -141,4 +145,25 @@ int gpt2ln_decode_step(const float *const *params, float *k_cache, float *v_cach
     layer_norm(x, lnf_w, lnf_b, h, d, eps);
     matvec(wte, h, NULL, logits, vocab, d, 0);
     return 0;
+}
+
+/* Only the step's matrix-vector products, on the same weights in the same order: what the step
+   costs without LayerNorm, attention, GELU and residuals (the benchmark times it next to the step
+   and the floor). x: 4 d floats in; out: max(vocab, 4 d) floats. */
+void gpt2ln_products_only(const float *const *params, const float *x, float *out, int n_layer,
+                          int n_embd, int vocab, int n_threads) {
+#ifdef _OPENMP
+    if (n_threads > 0) omp_set_num_threads(n_threads);
+#else
+    (void)n_threads;
+#endif
+    int d = n_embd;
+    for (int l = 0; l < n_layer; l++) {
+        const float *const *p = params + (size_t)l * PER_LAYER;
+        matvec(p[ATTN_W], x, p[ATTN_B], out, 3 * d, d, 0);
+        matvec(p[ATTN_PROJ_W], x, p[ATTN_PROJ_B], out, d, d, 0);
+        matvec(p[FC_W], x, p[FC_B], out, 4 * d, d, 1);
+        matvec(p[MLP_PROJ_W], x, p[MLP_PROJ_B], out, d, 4 * d, 0);
+    }
+    matvec(params[(size_t)n_layer * PER_LAYER], x, NULL, out, vocab, d, 0);
 }

@@ -1,0 +1,144 @@
+/* One-pass norm kernels for the modules gpt2ln.LayerNorm, RMSNorm and DyT on large CPU inputs
+ * (gpt2ln.fused calls them, through gpt2ln.native, when autograd is not recording).
+ *
+ * A norm reads x [rows, d] once and writes y once, so its speed limit is a copy's. Each row is
+ * read twice from the cache (its statistics, then the output) but once from memory, and the
+ * output goes out with streaming ("non-temporal") stores where the CPU has them and the row is
+ * aligned: they write to memory without first reading the destination into the cache, which
+ * an ordinary store does, so the kernel moves two bytes per byte of x, as a copy does, not
+ * three. Rows are split evenly over the threads. float32 only; NULL weight or bias: 1 or 0.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#define CHUNK 1024 /* a row's output is computed in pieces of this many floats, then stored */
+
+/* dst[0:n] = src[0:n], with streaming stores where possible. */
+static void put(float *dst, const float *src, int n) {
+#if defined(__AVX512F__)
+    if (((uintptr_t)dst & 63) == 0 && n % 16 == 0) {
+        for (int i = 0; i < n; i += 16) _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+        return;
+    }
+#elif defined(__AVX__)
+    if (((uintptr_t)dst & 31) == 0 && n % 8 == 0) {
+        for (int i = 0; i < n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+static void fence(void) {
+#if defined(__AVX512F__) || defined(__AVX__)
+    _mm_sfence(); /* streaming stores are visible to other threads after this */
+#endif
+}
+
+/* tanh as a ratio of polynomials: see decode_step.c and gpt2ln.fused.tanh_rational */
+static inline float tanh_rational(float x) {
+    const float clamp = 7.90531110763549805f;
+    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+enum { LAYER_NORM, RMS_NORM, DYT };
+
+static void norm_rows(int kind, const float *x, const float *w, const float *b, float alpha,
+                      float *y, long rows, int d, float eps) {
+    #pragma omp parallel
+    {
+        float tmp[CHUNK];
+        #pragma omp for schedule(static)
+        for (long r = 0; r < rows; r++) {
+            const float *xr = x + r * d;
+            float *yr = y + r * d;
+            float shift = 0.0f, scale = alpha;
+            if (kind == LAYER_NORM) { /* mean, then the biased variance around it */
+                float sum = 0.0f, var = 0.0f;
+                #pragma omp simd reduction(+:sum)
+                for (int i = 0; i < d; i++) sum += xr[i];
+                shift = sum / d;
+                #pragma omp simd reduction(+:var)
+                for (int i = 0; i < d; i++) { float c = xr[i] - shift; var += c * c; }
+                scale = 1.0f / sqrtf(var / d + eps);
+            } else if (kind == RMS_NORM) {
+                float ss = 0.0f;
+                #pragma omp simd reduction(+:ss)
+                for (int i = 0; i < d; i++) ss += xr[i] * xr[i];
+                scale = 1.0f / sqrtf(ss / d + eps);
+            }
+            for (int c0 = 0; c0 < d; c0 += CHUNK) {
+                int n = d - c0 < CHUNK ? d - c0 : CHUNK;
+                const float *xc = xr + c0, *wc = w ? w + c0 : NULL, *bc = b ? b + c0 : NULL;
+                if (kind == DYT) {
+                    #pragma omp simd
+                    for (int i = 0; i < n; i++) tmp[i] = tanh_rational(scale * xc[i]);
+                } else {
+                    #pragma omp simd
+                    for (int i = 0; i < n; i++) tmp[i] = (xc[i] - shift) * scale;
+                }
+                if (wc) {
+                    #pragma omp simd
+                    for (int i = 0; i < n; i++) tmp[i] *= wc[i];
+                }
+                if (bc) {
+                    #pragma omp simd
+                    for (int i = 0; i < n; i++) tmp[i] += bc[i];
+                }
+                put(yr + c0, tmp, n);
+            }
+        }
+        fence();
+    }
+}
+
+void gpt2ln_layer_norm(const float *x, const float *w, const float *b, float *y, long rows, int d,
+                       float eps, int n_threads) {
+#ifdef _OPENMP
+    if (n_threads > 0) omp_set_num_threads(n_threads);
+#else
+    (void)n_threads;
+#endif
+    norm_rows(LAYER_NORM, x, w, b, 1.0f, y, rows, d, eps);
+}
+
+void gpt2ln_rms_norm(const float *x, const float *w, float *y, long rows, int d, float eps,
+                     int n_threads) {
+#ifdef _OPENMP
+    if (n_threads > 0) omp_set_num_threads(n_threads);
+#else
+    (void)n_threads;
+#endif
+    norm_rows(RMS_NORM, x, w, NULL, 1.0f, y, rows, d, eps);
+}
+
+void gpt2ln_dyt(const float *x, float alpha, const float *w, const float *b, float *y, long rows,
+                int d, int n_threads) {
+#ifdef _OPENMP
+    if (n_threads > 0) omp_set_num_threads(n_threads);
+#else
+    (void)n_threads;
+#endif
+    norm_rows(DYT, x, w, b, alpha, y, rows, d, 0.0f);
+}
