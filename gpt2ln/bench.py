@@ -271,16 +271,25 @@ def bench_generate(
         "gpt2ln prompt": lambda: ours.generate(idx, 1, temperature=0, fast=False),
         "transformers prompt": lambda: _hf_generate(theirs, idx, 1),
     }
+    # Each decoding step multiplies the new token by every weight matrix and by wte for the logits:
+    # it reads all the parameters once (wpe is only looked up: one row). The floor: x.sum() over
+    # as many bytes, READS times per round, in the same interleaved rounds as the paths (a shared
+    # machine's memory bandwidth drifts within minutes: measured 30 to 52 GB/s in one hour).
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in ours.named_parameters() if n != "wpe.weight")
+    x_read = torch.ones(max(1, weight_bytes // 4), dtype=torch.float32, device=device)
+    reads = 8
+
+    def read_weights_once_each() -> None:
+        for _ in range(reads):
+            x_read.sum()
+
     with torch.inference_mode():
         choice = choose_step(ours, 1)  # measured once per process (the default path's first call)
         tokens = {name: fn() for name, fn in paths.items()}
         checks = {name: compare_tokens(t, tokens["transformers"]) for name, t in tokens.items()}
-        med = _timed({**paths, **prompts}, device, repeats, warmup)
-    # Each decoding step multiplies the new token by every weight matrix and by wte for the logits:
-    # it reads all the parameters once (wpe is only looked up: one row).
-    weight_bytes = sum(p.numel() * p.element_size() for n, p in ours.named_parameters() if n != "wpe.weight")
-    read = _read_GBps(weight_bytes, device, repeats=max(3, repeats))
-    floor_ms = weight_bytes / (read * 1e9) * 1e3
+        med = _timed({**paths, **prompts, "floor": read_weights_once_each}, device, repeats, warmup)
+    floor_ms = med.pop("floor") / reads * 1e3
+    read = weight_bytes / (floor_ms * 1e-3) / 1e9
     steps = max(1, new_tokens - 1)
     out: dict[str, Any] = {
         "prompt_len": prompt_len,

@@ -16,6 +16,9 @@
  */
 #include <math.h>
 #include <stddef.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -63,17 +66,39 @@ static inline float gelu(float v) {
     return 0.5f * v * (1.0f + tanh_rational(0.7978845608028654f * (v + 0.044715f * v * v * v)));
 }
 
+/* The dot product of a row w with x, n numbers. With AVX2 and FMA, eight independent partial
+   sums of 8 lanes each: one sum alone would make every multiply-add wait for the one before
+   (its latency), which caps a core below what the memory delivers (measured: 1.09x the read
+   floor for the products, against 1.05x with eight sums). */
+static inline float dot(const float *w, const float *x, int n) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (n % 64 == 0) {
+        __m256 a[8];
+        for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+        for (int i = 0; i < n; i += 64)
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), a[k]);
+        __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])),
+                                 _mm256_add_ps(_mm256_add_ps(a[4], a[5]), _mm256_add_ps(a[6], a[7])));
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        h = _mm_hadd_ps(h, h);
+        h = _mm_hadd_ps(h, h);
+        return _mm_cvtss_f32(h);
+    }
+#endif
+    float acc = 0.0f;
+    #pragma omp simd reduction(+:acc)
+    for (int i = 0; i < n; i++) acc += w[i] * x[i];
+    return acc;
+}
+
 /* y = W x + b (then GELU if apply_gelu): one dot product per row of W, rows split evenly over
    the threads, so every thread streams its own contiguous share of the weights. */
 static void matvec(const float *W, const float *x, const float *b, float *y, int n_out, int n_in,
                    int apply_gelu) {
     #pragma omp parallel for schedule(static)
     for (int o = 0; o < n_out; o++) {
-        const float *w = W + (size_t)o * n_in;
-        float acc = 0.0f;
-        #pragma omp simd reduction(+:acc)
-        for (int i = 0; i < n_in; i++) acc += w[i] * x[i];
-        acc += b ? b[o] : 0.0f;
+        float acc = dot(W + (size_t)o * n_in, x, n_in) + (b ? b[o] : 0.0f);
         y[o] = apply_gelu ? gelu(acc) : acc;
     }
 }
