@@ -29,7 +29,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +51,23 @@ _FLAG_SETS = (
     ["-O3", "-march=native", "-fopenmp"],
     ["-O3", "-mcpu=native", "-fopenmp"],  # clang on arm64
     ["-O3", "-fopenmp"],
+    ["-O3", "-march=native"],  # no OpenMP (Apple's clang): one thread
+    ["-O3"],
 )
 
 
 def _cache_dir() -> Path:
     return Path(os.environ.get("GPT2LN_CACHE", Path.home() / ".cache" / "gpt2ln"))
+
+
+def _cpu_id() -> str:
+    """The CPU's model and instruction-set flags (Linux), so that a library built with
+    ``-march=native`` is never loaded on another kind of CPU sharing the cache directory."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return "|".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags", "Features"))}))
+    except OSError:
+        return platform.processor()
 
 
 def _compile(cc: str) -> Path:
@@ -66,24 +77,26 @@ def _compile(cc: str) -> Path:
     errors = []
     for flags in _FLAG_SETS:
         key = hashlib.sha256(
-            src + " ".join([cc, *flags, platform.machine(), platform.processor(), sys.platform]).encode()
+            src + " ".join([cc, *flags, platform.machine(), _cpu_id(), sys.platform]).encode()
         ).hexdigest()[:16]
-        out = _cache_dir() / f"decode_step-{key}.so"
+        out = _cache_dir() / f"gpt2ln-native-{key}.so"
         if out.exists():
             return out
         out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            tmp_out = Path(tmp) / out.name
-            cmd = [cc, *flags, "-shared", "-fPIC", "-std=c11", *map(str, SOURCES), "-o", str(tmp_out), "-lm"]
-            try:
-                run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            except (OSError, subprocess.TimeoutExpired) as err:
-                errors.append(f"{' '.join(flags)}: {err}")
-                continue
-            if run.returncode == 0:
-                shutil.move(str(tmp_out), out)  # atomic enough: a concurrent build writes the same bytes
-                return out
-            errors.append(f"{' '.join(flags)}: {(run.stderr.strip().splitlines() or ['failed'])[0][:200]}")
+        # built next to its final name, then renamed: atomic, so a process that loads the library
+        # while another builds it (pytest -n 2) sees either nothing or the whole file
+        tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        cmd = [cc, *flags, "-shared", "-fPIC", "-std=c11", *map(str, SOURCES), "-o", str(tmp_out), "-lm"]
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            errors.append(f"{' '.join(flags)}: {err}")
+            continue
+        if run.returncode == 0:
+            os.replace(tmp_out, out)
+            return out
+        tmp_out.unlink(missing_ok=True)
+        errors.append(f"{' '.join(flags)}: {(run.stderr.strip().splitlines() or ['failed'])[0][:200]}")
     raise RuntimeError(f"{cc} could not compile {', '.join(p.name for p in SOURCES)}: " + "; ".join(errors))
 
 
@@ -124,7 +137,9 @@ def load() -> ctypes.CDLL | None:
     lib.gpt2ln_dyt.argtypes = [p, c_float, p, p, p, c_long, c_int, c_int]
     for fn_norm in (lib.gpt2ln_layer_norm, lib.gpt2ln_rms_norm, lib.gpt2ln_dyt):
         fn_norm.restype = None
-    STATUS["step"] = f"loaded: {path}"
+    lib.gpt2ln_openmp.restype = ctypes.c_int
+    threads = "OpenMP" if lib.gpt2ln_openmp() else "one thread (built without OpenMP)"
+    STATUS["step"] = f"loaded: {path} ({threads})"
     _LIB.append(lib)
     return lib
 
@@ -146,8 +161,8 @@ def norm(name: str, x: torch.Tensor, *args: torch.Tensor | float | None) -> torc
     if not all(_float32_cpu(t) for t in (x, *tensors)) or x.ndim == 0 or x.shape[-1] == 0:
         return None
     lib = load()
-    if lib is None:
-        return None
+    if lib is None or (not lib.gpt2ln_openmp() and torch.get_num_threads() > 1):
+        return None  # one C thread would lose to PyTorch's multi-threaded kernels
     d = x.shape[-1]
     rows, y, threads = x.numel() // d, torch.empty_like(x), torch.get_num_threads()
     if name == "layer_norm":

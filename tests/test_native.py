@@ -132,7 +132,7 @@ def test_without_a_compiler_generate_falls_back_and_says_why(fresh_native, monke
 @needs_c
 def test_compiles_once_into_the_cache(fresh_native, tmp_path):
     assert native.load() is not None and native.STATUS["step"].startswith("loaded")
-    built = list(tmp_path.glob("decode_step-*.so"))
+    built = list(tmp_path.glob("gpt2ln-native-*.so"))
     assert len(built) == 1
     mtime = built[0].stat().st_mtime_ns
     native.STATUS.clear()

@@ -91,14 +91,16 @@ def uninstall_gpt2ln() -> None:
 def test_the_wheel_carries_every_module_and_asset_git_tracks():
     tracked = subprocess.run(["git", "ls-files", "gpt2ln"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
-    shipped = [p for p in tracked if p.endswith(".py") or p.startswith("gpt2ln/assets/")]
+    data = ("gpt2ln/assets/", "gpt2ln/csrc/")  # the shipped model and widgets; the C sources
+    shipped = [p for p in tracked if p.endswith(".py") or p.startswith(data)]
     assert any(p.startswith("gpt2ln/assets/tiny/") for p in shipped)
+    assert "gpt2ln/csrc/decode_step.c" in shipped and "gpt2ln/csrc/norms.c" in shipped
     with zipfile.ZipFile(WHEEL) as whl:
         names = set(whl.namelist())
         missing = [p for p in shipped if p not in names]
         assert not missing, f"the wheel lacks {missing}: list them in pyproject.toml's package-data"
         for p in shipped:
-            if p.startswith("gpt2ln/assets/"):
+            if p.startswith(data):
                 assert whl.read(p) == (ROOT / p).read_bytes(), f"{p} differs in the wheel"
 
 
