@@ -167,10 +167,9 @@ class GPT2(nn.Module):
         step with that product, ``native=True``/``False`` forces the C step or leaves it out.
         Call ``model.eval()`` first if the model has dropout.
         """
-        from .kv_cache import generate  # the decoding path: KV cache, one-token step, GEMV
+        from .kv_cache import generate as gen  # the decoding path: KV cache, one-token step, GEMV
 
-        args = (temperature, top_k, generator, use_cache, gemv, fast, native)
-        return generate(self, idx, max_new_tokens, *args)
+        return gen(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv, fast, native)
 
     @classmethod
     def from_hf_state_dict(
