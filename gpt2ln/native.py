@@ -1,4 +1,4 @@
-"""The decoding step in C: ``csrc/decode_step.c``, compiled here and called once per token.
+"""The decoding step and the norm kernels in C (``csrc/``), compiled here and called with ctypes.
 
 A decoding step of GPT-2 small multiplies one token's vector by every weight matrix: it reads
 ~500 MB of weights and does ~1 flop per 2 bytes, so its floor is the time the memory takes to
@@ -12,11 +12,17 @@ each product split over the threads with OpenMP. It is a speed path, like gpt-fa
 step or llama.cpp: the readable path stays :class:`gpt2ln.GPT2`'s forward, and the tests check
 that both give the same tokens.
 
-:func:`load` compiles the file once per machine (``cc -O3 -march=native -fopenmp``, about a
-second; the library is kept in ``~/.cache/gpt2ln``, or ``$GPT2LN_CACHE``) and loads it with
-``ctypes``. Where that fails (no C compiler, no OpenMP, another platform) or the environment
-sets ``GPT2LN_COMPILE=0``, it returns None and says why in :data:`STATUS`; ``generate`` then
-runs the Python step. :func:`supports` says which models it computes exactly: pre-norm
+``csrc/norms.c`` holds the one-pass LayerNorm, RMSNorm and DyT kernels that the norm modules
+use for large CPU inputs at inference (:func:`norm`, called by ``gpt2ln.fused``).
+
+:func:`load` compiles both files once per machine (``cc -O3 -march=native -fopenmp``, about a
+second; the library is kept in ``~/.cache/gpt2ln``, or ``$GPT2LN_CACHE``, keyed by the sources,
+the compiler and the CPU) and loads it with ``ctypes``. Where that fails (no C compiler, another
+platform), on the portable float path (``ATEN_CPU_CAPABILITY=default``) or where the environment
+sets ``GPT2LN_COMPILE=0`` or ``GPT2LN_NATIVE=0``, it returns None and says why in
+:data:`STATUS`; ``generate`` then runs the Python step and the norms PyTorch's kernels. Without
+OpenMP it builds a one-thread library (the step then competes in ``choose_step``; the norms are
+left to PyTorch). :func:`supports` says which models the step computes exactly: pre-norm
 LayerNorm GPT-2 (with or without biases), float32 on CPU, one sequence.
 """
 
