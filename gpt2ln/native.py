@@ -47,6 +47,8 @@ __all__ = ["SOURCE", "SOURCES", "STATUS", "NativeStep", "load", "norm", "support
 SOURCE = Path(__file__).with_name("csrc") / "decode_step.c"
 #: every C file of the library: the decoding step and the norm kernels of :func:`norm`
 SOURCES = (SOURCE, SOURCE.with_name("norms.c"))
+#: what both include (the thread count, tanh_rational): part of the cache key with SOURCES
+HEADERS = (SOURCE.with_name("common.h"),)
 
 #: "loaded: <path>", or "unavailable: <why>" once :func:`load` has decided (cached for the process)
 STATUS: dict[str, str] = {}
@@ -79,7 +81,7 @@ def _cpu_id() -> str:
 def _compile(cc: str) -> Path:
     """Compile SOURCES into a shared library under the cache directory (reused when the sources,
     the compiler and the machine are unchanged); RuntimeError with the compiler's message."""
-    src = b"".join(p.read_bytes() for p in SOURCES)
+    src = b"".join(p.read_bytes() for p in (*SOURCES, *HEADERS))
     errors = []
     for flags in _FLAG_SETS:
         key = hashlib.sha256(

@@ -19,9 +19,7 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "common.h"
 
 enum { LN1_W, LN1_B, ATTN_W, ATTN_B, ATTN_PROJ_W, ATTN_PROJ_B,
        LN2_W, LN2_B, FC_W, FC_B, MLP_PROJ_W, MLP_PROJ_B, PER_LAYER };
@@ -38,27 +36,6 @@ static void layer_norm(const float *x, const float *g, const float *b, float *y,
     var /= d;
     float m = (float)mean, r = (float)(1.0 / sqrt(var + eps));
     for (int i = 0; i < d; i++) y[i] = (x[i] - m) * r * g[i] + (b ? b[i] : 0.0f);
-}
-
-/* tanh as a ratio of two polynomials in x (the float approximation of the Eigen library, within
-   a few float roundings of tanhf), clamped where tanh is +-1 to float precision: only
-   multiplications and additions, so the compiler vectorizes the loops that call it. */
-static inline float tanh_rational(float x) {
-    const float clamp = 7.90531110763549805f;
-    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
-    float x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 - 8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    return x * p / q;
 }
 
 /* GPT-2's tanh approximation of GELU. */
@@ -143,11 +120,7 @@ int gpt2ln_decode_step(const float *const *params, float *k_cache, float *v_cach
                        float *logits, long token, int pos, int n_layer, int n_head, int n_embd,
                        int vocab, int max_len, float eps, int n_threads) {
     if (pos < 0 || pos >= max_len || token < 0 || token >= vocab || n_embd % n_head) return -1;
-#ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#else
-    (void)n_threads;
-#endif
+    set_threads(n_threads);
     int d = n_embd, head_dim = n_embd / n_head;
     const float *const *top = params + (size_t)n_layer * PER_LAYER;
     const float *wte = top[0], *wpe = top[1], *lnf_w = top[2], *lnf_b = top[3];
@@ -177,11 +150,7 @@ int gpt2ln_decode_step(const float *const *params, float *k_cache, float *v_cach
    and the floor). x: 4 d floats in; out: max(vocab, 4 d) floats. */
 void gpt2ln_products_only(const float *const *params, const float *x, float *out, int n_layer,
                           int n_embd, int vocab, int n_threads) {
-#ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#else
-    (void)n_threads;
-#endif
+    set_threads(n_threads);
     int d = n_embd;
     for (int l = 0; l < n_layer; l++) {
         const float *const *p = params + (size_t)l * PER_LAYER;

@@ -12,9 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "common.h"
 #if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -41,25 +39,6 @@ static void fence(void) {
 #if defined(__AVX512F__) || defined(__AVX__)
     _mm_sfence(); /* streaming stores are visible to other threads after this */
 #endif
-}
-
-/* tanh as a ratio of polynomials: see decode_step.c and gpt2ln.fused.tanh_rational */
-static inline float tanh_rational(float x) {
-    const float clamp = 7.90531110763549805f;
-    x = x > clamp ? clamp : (x < -clamp ? -clamp : x);
-    float x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 - 8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    return x * p / q;
 }
 
 enum { LAYER_NORM, RMS_NORM, DYT };
@@ -110,31 +89,19 @@ static void norm_rows(int kind, const float *x, const float *w, const float *b, 
 
 void gpt2ln_layer_norm(const float *x, const float *w, const float *b, float *y, long rows, int d,
                        float eps, int n_threads) {
-#ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#else
-    (void)n_threads;
-#endif
+    set_threads(n_threads);
     norm_rows(LAYER_NORM, x, w, b, 1.0f, y, rows, d, eps);
 }
 
 void gpt2ln_rms_norm(const float *x, const float *w, float *y, long rows, int d, float eps,
                      int n_threads) {
-#ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#else
-    (void)n_threads;
-#endif
+    set_threads(n_threads);
     norm_rows(RMS_NORM, x, w, NULL, 1.0f, y, rows, d, eps);
 }
 
 void gpt2ln_dyt(const float *x, float alpha, const float *w, const float *b, float *y, long rows,
                 int d, int n_threads) {
-#ifdef _OPENMP
-    if (n_threads > 0) omp_set_num_threads(n_threads);
-#else
-    (void)n_threads;
-#endif
+    set_threads(n_threads);
     norm_rows(DYT, x, w, b, alpha, y, rows, d, 0.0f);
 }
 

@@ -94,7 +94,7 @@ def test_the_wheel_carries_every_module_and_asset_git_tracks():
     data = ("gpt2ln/assets/", "gpt2ln/csrc/")  # the shipped model and widgets; the C sources
     shipped = [p for p in tracked if p.endswith(".py") or p.startswith(data)]
     assert any(p.startswith("gpt2ln/assets/tiny/") for p in shipped)
-    assert "gpt2ln/csrc/decode_step.c" in shipped and "gpt2ln/csrc/norms.c" in shipped
+    assert {f"gpt2ln/csrc/{f}" for f in ("decode_step.c", "norms.c", "common.h")} <= set(shipped)
     with zipfile.ZipFile(WHEEL) as whl:
         names = set(whl.namelist())
         missing = [p for p in shipped if p not in names]
