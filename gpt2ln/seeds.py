@@ -29,6 +29,7 @@ import torch
 from .config import GPT2Config
 from .model import GPT2
 from .norms import LayerNorm
+from .classroom.glue import glue  # noqa: F401  (moved: gpt2ln.classroom.glue)
 from .train import TrainConfig, TrainHistory, train
 
 SEED_ENV = "GPT2LN_SEED"
@@ -226,20 +227,3 @@ def spread(values: Sequence[float]) -> Spread:
     if not finite:
         return Spread(math.nan, math.nan, math.nan)
     return Spread(statistics.median(finite), min(finite), max(finite))
-
-
-def glue(name: str, value: Any, fmt: str = "") -> str:
-    """Put ``format(value, fmt)`` into the book's text as ``{glue:text}`name```, and return it.
-
-    In the book build this is myst-nb's ``glue`` (the value is not shown in the cell's
-    output); anywhere else (a plain Jupyter or Colab session) it only returns the text.
-    """
-    text = format(value, fmt)
-    try:
-        from IPython import get_ipython
-        from myst_nb import glue as _glue
-    except ImportError:  # outside the book build there is no text to put it into
-        return text
-    if get_ipython() is not None:  # in a kernel: the build reads the glued value from the output
-        _glue(name, text, display=False)
-    return text
