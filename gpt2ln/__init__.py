@@ -1,28 +1,74 @@
-"""gpt2ln: normalization in transformers, built around GPT-2.
+"""gpt2ln: normalization in transformers, built around GPT-2. The package behind the book.
 
-The package the book's chapters import once they have built each piece by hand.
+Three layers, each in its own folder; imports run one way, model <- lab <- classroom:
+
+* ``gpt2ln/model/``: **the model a learner reads.** GPT-2 with pluggable normalization,
+  named as in the official code (``ln_1``, ``ln_2``, ``ln_f``, ``c_attn``, ``c_proj``, ``c_fc``,
+  ``wte``, ``wpe``). Start reading at ``model/gpt2.py``; ``model/__init__.py`` lists the files in
+  reading order. It imports nothing of the other two.
+* ``gpt2ln/lab/``: **what the book runs on it.** Data, training, several seeds at once, the
+  shipped small model, variance numerics, timing and the benchmark (``python -m gpt2ln.lab.bench``).
+  Its corner ``lab/fast/`` holds the fast paths (one-pass norm kernels, the C library, a
+  multi-core GEMV, the choice of decoding step); importing ``gpt2ln`` plugs them into the model.
+* ``gpt2ln/classroom/``: **the course.** Exercise checks that name the mistake, the exercise
+  markup, student notebooks and the nbgrader course (``python -m gpt2ln.classroom.assign``),
+  the live figures, and ``glue``.
+
+``from gpt2ln import ...`` gives the names below (the model's and the lab's).
+``gpt2ln.exercises`` is the checks' short name. ``gpt2ln.widgets``, ``gpt2ln.seeds`` and
+``gpt2ln.loading`` still import, for notebooks handed out before the move, and warn where the code
+lives now.
 """
 
-from .attention import CausalSelfAttention, attention_scores, causal_mask
-from .backward import LayerNormFunction, layer_norm_backward, layer_norm_fn
-from .blocks import MLP, Block, HookPoint, gelu
-from .config import PRESETS, GPT2Config
-from .data import ByteTokenizer, get_batch, load_corpus, load_tokens
-from .device import get_device
-from .kv_cache import KVCache
-from .loading import hub_available, infer_config, to_hf_state_dict
-from .model import GPT2
-from .norms import DyT, LayerNorm, RMSNorm, dyt, layer_norm, make_norm, rms_norm, set_fast
-from .numerics import (
+from .lab import (  # the lab plugs its fast paths into the model as it loads
+    ByteTokenizer,
+    TrainConfig,
+    copy_bandwidth,
+    evaluate_loss,
+    get_batch,
+    get_device,
+    load_corpus,
+    load_gpt2_or_tiny,
+    load_tiny,
+    load_tokens,
+    lr_at,
+    lr_sensitivity,
+    time_fn,
+    time_interleaved,
+    train,
     variance_one_pass,
     variance_two_pass,
     variance_welford,
     variance_welford_parallel,
     welford_merge,
 )
-from .timing import copy_bandwidth, time_fn, time_interleaved
-from .tiny import load_gpt2_or_tiny, load_tiny
-from .train import TrainConfig, evaluate_loss, lr_at, lr_sensitivity, train
+from .model import (
+    GPT2,
+    MLP,
+    PRESETS,
+    Block,
+    CausalSelfAttention,
+    DyT,
+    GPT2Config,
+    HookPoint,
+    KVCache,
+    LayerNorm,
+    LayerNormFunction,
+    RMSNorm,
+    attention_scores,
+    causal_mask,
+    dyt,
+    gelu,
+    hub_available,
+    infer_config,
+    layer_norm,
+    layer_norm_backward,
+    layer_norm_fn,
+    make_norm,
+    rms_norm,
+    set_fast,
+    to_hf_state_dict,
+)
 
 load_pretrained = GPT2.from_pretrained  # GPT-2 from a local directory, a .safetensors file or the hub
 

@@ -1,4 +1,14 @@
-"""The classroom: what turns the package into a course (exercises, grading, live figures, glue)."""
+"""The classroom: what turns the book into a course.
+
+* ``exercises/``: the checks behind every exercise, one module per chapter; each names the mistake.
+* ``markup.py``: the exercise markup in the chapters (solution regions, points) and its parser.
+* ``assign.py``: student notebooks and the nbgrader course (``python -m gpt2ln.classroom.assign``);
+  ``nbgrader_course.py`` writes the course.
+* ``live_figures.py``: the figures a reader drags in the browser (``live`` in the chapters).
+* ``glue.py``: ``glue``, which puts a computed value into the book's text.
+
+The classroom imports the model and the lab; nothing imports the classroom at import time.
+"""
 
 from .glue import glue
 

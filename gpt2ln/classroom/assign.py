@@ -117,7 +117,7 @@ def exercise_table(paths: Iterable[str | Path]) -> str:
 
 def _defaultnotebook_paths() -> list[Path]:
     """``notebooks`` in the working directory, else the book's, next to this package."""
-    for candidate in (Path("notebooks"), Path(__file__).resolve().parents[1] / "notebooks"):
+    for candidate in (Path("notebooks"), Path(__file__).resolve().parents[2] / "notebooks"):
         if candidate.is_dir():
             return [candidate]
     raise FileNotFoundError("no notebooks given and no 'notebooks' directory here: name them")

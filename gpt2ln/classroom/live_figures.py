@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from .config import GPT2Config
-from .norms import layer_norm, rms_norm
+from ..model.config import GPT2Config
+from ..model.norms import layer_norm, rms_norm
 
 JS_VERSION = "2"  # figures.js's VERSION: a page holding two versions loads the newest once
 MISTAKES = ("none", "eps_outside", "bessel", "wrong_axis")
@@ -396,8 +396,8 @@ def block_diagram(
     counted on a ``gpt2ln.GPT2`` built from ``config`` (default GPT-2 small) on the meta
     device (no memory), and links to the section that builds it. The residual dropouts
     (``resid_pdrop``, GPT-2's 0.1 in training; off at eval) sit on each branch before the sum."""
-    from .blocks import Block
-    from .model import GPT2
+    from ..model.blocks import Block
+    from ..model.gpt2 import GPT2
 
     config = config or GPT2Config.from_preset("gpt2")
     if not isinstance(config, GPT2Config):
@@ -625,7 +625,7 @@ def residual_lens(
     the reader picks a prompt and a token and sees ‖x‖ at every layer, after ``ln_f``, and the
     logit lens's top prediction per layer. Everything is computed here and embedded as data."""
     if model is None:
-        from .tiny import load_tiny
+        from ..lab.tiny import load_tiny
 
         model, tokenizer = load_tiny()
     if tokenizer is None:

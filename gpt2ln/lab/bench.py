@@ -39,13 +39,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gpt2ln import fused, gemv, native
-from gpt2ln.config import GPT2Config
-from gpt2ln.kv_cache import KVCache, choose_step
-from gpt2ln.loading import config_to_json
-from gpt2ln.model import GPT2
-from gpt2ln.norms import DyT, LayerNorm, RMSNorm, dyt, layer_norm, rms_norm
-from gpt2ln.timing import time_interleaved
+from gpt2ln.lab.fast import gemv, native
+from gpt2ln.lab.fast import kernels as fused
+from gpt2ln.lab.fast.step import choose_step
+from gpt2ln.lab.timing import time_interleaved
+from gpt2ln.model.config import GPT2Config
+from gpt2ln.model.gpt2 import GPT2
+from gpt2ln.model.kv_cache import KVCache
+from gpt2ln.model.loading import config_to_json
+from gpt2ln.model.norms import DyT, LayerNorm, RMSNorm, dyt, layer_norm, rms_norm
 
 __all__ = [
     "GOALS",

@@ -26,10 +26,9 @@ from typing import Any
 
 import torch
 
-from .config import GPT2Config
-from .model import GPT2
-from .norms import LayerNorm
-from .classroom.glue import glue  # noqa: F401  (moved: gpt2ln.classroom.glue)
+from ..model.config import GPT2Config
+from ..model.gpt2 import GPT2
+from ..model.norms import LayerNorm
 from .train import TrainConfig, TrainHistory, train
 
 SEED_ENV = "GPT2LN_SEED"

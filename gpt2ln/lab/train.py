@@ -17,10 +17,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .attention import causal_mask
+from ..model.attention import causal_mask
+from ..model.gpt2 import GPT2
 from .data import get_batch
-from .device import get_device
-from .model import GPT2
 
 
 @dataclass
@@ -376,3 +375,13 @@ def _val_loss(model: GPT2, val_data: torch.Tensor, cfg: TrainConfig) -> float:
     """The validation loss ``train`` logs: the same ``eval_batches`` batches every time."""
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     return evaluate_loss(model, val_data, cfg.block_size + 1, cfg.batch_size, cfg.eval_batches, gen)
+
+
+def get_device() -> torch.device:
+    """The best available device: ``cuda``, then ``mps``, then ``cpu``."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")

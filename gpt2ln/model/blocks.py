@@ -1,42 +1,16 @@
-"""The MLP and the transformer block, with its norms in one of five placements (pre-norm as in
-GPT-2, post-norm as in GPT-1, Peri-LN, OLMo 2's reordering, DeepNorm)."""
+"""The transformer block, with its norms in one of five placements (pre-norm as in GPT-2,
+post-norm as in GPT-1, Peri-LN, OLMo 2's reordering, DeepNorm)."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .attention import CausalSelfAttention
 from .config import GPT2Config
+from .hooks import HookPoint
+from .mlp import MLP
 from .norms import make_norm
-
-
-def gelu(x: torch.Tensor) -> torch.Tensor:
-    """GPT-2's tanh GELU: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
-    return F.gelu(x, approximate="tanh")
-
-
-class HookPoint(nn.Module):
-    """The identity, there to be hooked: a name for an intermediate value (as in TransformerLens).
-    ``GPT2.run_with_cache`` records what passes through each one."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-
-class MLP(nn.Module):
-    """``c_fc``: ``[d] -> [4d]``, tanh GELU, ``c_proj``: ``[4d] -> [d]``."""
-
-    def __init__(self, config: GPT2Config) -> None:
-        super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: ``[B, T, d]`` -> ``[B, T, d]``."""
-        return self.dropout(self.c_proj(gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):

@@ -9,8 +9,10 @@ import torch
 from torch import nn
 
 from .attention import attention_scores
-from .blocks import Block, HookPoint
+from .blocks import Block
 from .config import GPT2Config
+from .generate import generate as _generate
+from .hooks import HookPoint
 from .norms import DyT, LayerNorm, RMSNorm, make_norm
 
 
@@ -138,44 +140,15 @@ class GPT2(nn.Module):
                 h.remove()
         return logits, cache
 
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-        gemv: bool | None = None,
-        fast: bool = True,
-        native: bool | None = None,
-    ) -> torch.Tensor:
-        """Extend idx ``[B, T]`` by ``max_new_tokens`` -> ``[B, T + max_new_tokens]``.
-
-        ``temperature=0`` is greedy (argmax); otherwise sample from
-        softmax(logits / temperature), restricted to the ``top_k`` largest if given,
-        with ``generator`` for reproducibility. With ``use_cache`` each step feeds
-        only the new token and reuses past keys and values (``gpt2ln.kv_cache``); once the
-        sequence fills the context window the model recomputes over the last ``n_ctx``
-        tokens. ``fast`` (the default) runs each one-token step as one plain function,
-        ``gpt2ln.kv_cache.decode_step``, instead of the model's forward with hooks (the readable
-        path, ``fast=False``); both give the same tokens. With ``gemv`` and ``native`` None (the
-        default) ``gpt2ln.kv_cache.choose_step`` measures once which step is fastest here: with
-        ``F.linear``, with the multi-core ``gpt2ln.gemv.linear``, or the same step in C
-        (``gpt2ln.native``, where a C compiler is found). ``gemv=True``/``False`` forces the Python
-        step with that product, ``native=True``/``False`` forces the C step or leaves it out.
-        Call ``model.eval()`` first if the model has dropout.
-        """
-        from .kv_cache import generate as gen  # the decoding path: KV cache, one-token step, GEMV
-
-        return gen(self, idx, max_new_tokens, temperature, top_k, generator, use_cache, gemv, fast, native)
+    #: ``model.generate(idx, max_new_tokens, *, temperature=1.0, top_k=None, generator=None,
+    #: use_cache=True, fast=True, gemv=None, native=None)``: see ``gpt2ln.model.generate``.
+    generate = _generate
 
     @classmethod
     def from_hf_state_dict(
         cls, state_dict: dict[str, torch.Tensor], config: GPT2Config | None = None
     ) -> GPT2:
-        """A model holding exactly transformers' or the hub's GPT-2 weights (``gpt2ln.loading``), in
+        """A model holding exactly transformers' or the hub's GPT-2 weights (``gpt2ln.model.loading``), in
         eval mode, or a ValueError listing every missing, unexpected and mis-shaped key."""
         from .loading import from_hf_state_dict, infer_config
 
@@ -185,7 +158,7 @@ class GPT2(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, revision: str | None = None) -> GPT2:
-        """Load GPT-2 from a local directory / ``.safetensors`` file or a hub id (see ``gpt2ln.loading``)."""
+        """Load GPT-2 from a local directory, a ``.safetensors`` file or a hub id (``loading.py``)."""
         from .loading import read_pretrained
 
         return cls.from_hf_state_dict(*read_pretrained(name_or_path, revision=revision))

@@ -14,22 +14,39 @@ model that is ``[B, T, d]`` and the statistics have shape ``[B, T, 1]``.
 Each norm comes twice: a readable function (``layer_norm``, ``rms_norm``, ``dyt``) and a
 module (``LayerNorm``, ``RMSNorm``, ``DyT``) holding the parameters. The LayerNorm and
 RMSNorm modules run a fast path by default (``fast=True``), the readable function with
-``fast=False``; :func:`make_norm` builds the one a config asks for. For large CPU inputs
-without autograd the three modules run a one-pass kernel (``gpt2ln.fused``: C where a C
-compiler exists, else compiled by ``torch.compile`` for RMSNorm and DyT); otherwise LayerNorm's
-fast path is PyTorch's fused ``F.layer_norm`` and RMSNorm's and DyT's PyTorch's own kernels.
+``fast=False``; :func:`make_norm` builds the one a config asks for. The fast path is PyTorch's
+fused ``F.layer_norm`` / ``F.rms_norm``. A one-pass kernel may plug in ahead of it
+(:func:`register_one_pass`): ``gpt2ln.lab.fast`` registers its C kernels for large CPU inputs
+without autograd when the package loads; this module imports nothing of it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fused
 from .config import GPT2Config
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+#: ``kernel(name, x, *params) -> y or None``, name ``"layer_norm"``, ``"rms_norm"`` or ``"dyt"``:
+#: a faster kernel for the modules' fast path, or None where it does not apply (set by
+#: :func:`register_one_pass`; PyTorch's kernels otherwise).
+_ONE_PASS: list[Callable[..., torch.Tensor | None]] = []
+
+
+def register_one_pass(kernel: Callable[..., torch.Tensor | None] | None) -> None:
+    """Plug ``kernel`` into the modules' fast path (None removes it). It is called with the
+    module's input and parameters (LayerNorm: x, weight, bias, eps; RMSNorm: x, weight, eps; DyT:
+    x, alpha, weight, bias) and returns the output, or None to leave it to PyTorch's kernel."""
+    _ONE_PASS[:] = [] if kernel is None else [kernel]
+
+
+def _one_pass(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
+    return _ONE_PASS[0](name, *args) if _ONE_PASS else None
 
 
 def _check_input(x: torch.Tensor, eps: float, name: str) -> None:
@@ -159,11 +176,10 @@ class LayerNorm(nn.Module):
     """LayerNorm with gain ``weight`` (GPT-2's ``g``) and ``bias`` (``b``), both ``[d]``.
 
     ``fast=True`` (the default) runs PyTorch's fused kernel ``F.layer_norm``, one pass
-    over memory (large CPU inputs without autograd: the C kernel of ``gpt2ln.fused``, one pass
-    with streaming stores); ``fast=False`` runs the readable :func:`layer_norm` above, seven
-    elementwise kernels. They compute the same formula (tested to float32 rounding,
-    and in float16/bfloat16 both accumulate in float32), so the model can be read
-    with the slow path and run with the fast one.
+    over memory (or a kernel plugged in with :func:`register_one_pass`); ``fast=False`` runs the
+    readable :func:`layer_norm` above, seven elementwise kernels. They compute the same formula
+    (tested to float32 rounding, and in float16/bfloat16 both accumulate in float32), so the model
+    can be read with the slow path and run with the fast one.
     """
 
     def __init__(self, d: int, eps: float = 1e-5, bias: bool = True, fast: bool = True) -> None:
@@ -178,10 +194,9 @@ class LayerNorm(nn.Module):
         if not self.fast:
             return layer_norm(x, self.weight, self.bias, self.eps)
         _check_module_input(x, self.d, "LayerNorm")
-        if fused.wanted(x, self.weight, self.bias):  # large CPU input, no autograd: the C kernel
-            y = fused.run("layer_norm", x, self.weight, self.bias, self.eps)
-            if y is not None:
-                return y
+        y = _one_pass("layer_norm", x, self.weight, self.bias, self.eps)  # a plugged-in kernel, if any
+        if y is not None:
+            return y
         # PyTorch's fused kernel, one pass over memory (on CPU at least as fast as a compiled one)
         return F.layer_norm(x, (self.d,), _cast(self.weight, x.dtype), _cast(self.bias, x.dtype), self.eps)
 
@@ -194,8 +209,8 @@ class RMSNorm(nn.Module):
     default, the same as :class:`LayerNorm` (see :func:`rms_norm`).
 
     ``fast=True`` runs ``F.rms_norm`` (a fused kernel on GPUs; on CPU PyTorch composes it from a
-    few kernels, so large CPU inputs without autograd go to the one-pass compiled kernel of
-    ``gpt2ln.fused``), ``fast=False`` the readable :func:`rms_norm`.
+    few kernels; a kernel plugged in with :func:`register_one_pass` may run instead), ``fast=False``
+    the readable :func:`rms_norm`.
     """
 
     def __init__(self, d: int, eps: float = 1e-5, fast: bool = True) -> None:
@@ -209,10 +224,9 @@ class RMSNorm(nn.Module):
         if not self.fast or not hasattr(F, "rms_norm"):  # F.rms_norm: torch >= 2.4
             return rms_norm(x, self.weight, self.eps)
         _check_module_input(x, self.d, "RMSNorm")
-        if fused.wanted(x, self.weight):
-            y = fused.run("rms_norm", x, self.weight, self.eps)
-            if y is not None:
-                return y
+        y = _one_pass("rms_norm", x, self.weight, self.eps)
+        if y is not None:
+            return y
         return F.rms_norm(x, (self.d,), _cast(self.weight, x.dtype), self.eps)
 
     def extra_repr(self) -> str:
@@ -224,8 +238,7 @@ class DyT(nn.Module):
 
     ``alpha`` is one learnable scalar (shape ``[1]``, starting at ``alpha_init``);
     ``weight`` (ones) and ``bias`` (zeros) are ``[d]``, the same roles as LayerNorm's
-    ``g`` and ``b``. Large CPU inputs without autograd run the one-pass compiled kernel of
-    ``gpt2ln.fused`` (the same formula); everything else the four elementwise kernels below.
+    ``g`` and ``b``. Four elementwise kernels, or one plugged in with :func:`register_one_pass`.
     """
 
     def __init__(self, d: int, alpha_init: float = 0.5) -> None:
@@ -241,10 +254,9 @@ class DyT(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: ``[..., d]`` -> ``[..., d]``."""
         _check_module_input(x, self.d, "DyT")
-        if fused.wanted(x, self.alpha, self.weight, self.bias):
-            y = fused.run("dyt", x, self.alpha, self.weight, self.bias)
-            if y is not None:
-                return y
+        y = _one_pass("dyt", x, self.alpha, self.weight, self.bias)
+        if y is not None:
+            return y
         return torch.tanh(self.alpha.to(x.dtype) * x) * self.weight.to(x.dtype) + self.bias.to(x.dtype)
 
     def extra_repr(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..config import GPT2Config
+from ...model.config import GPT2Config
 from ._core import (
     Mistake,
     as_int,
@@ -304,7 +304,7 @@ def _small(**changes: Any) -> GPT2Config:
 
 def _count_in_model(config: GPT2Config) -> int:
     """Norm parameters of a real ``gpt2ln.GPT2(config)`` (names with ``ln_`` or ``norm``)."""
-    from ..model import GPT2
+    from ...model.gpt2 import GPT2
 
     with torch.random.fork_rng(devices=[]):  # leave the learner's random state alone
         model = GPT2(config)

@@ -445,7 +445,7 @@ class _RefuseLayerNorm(TorchFunctionMode):
     }
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        from .. import norms
+        from ...model import norms
 
         name = self._FUNCS.get(func)
         frame = sys._getframe(1)

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..blocks import Block
-from ..config import GPT2Config
-from ..train import TrainConfig, lr_at
+from ...lab.train import TrainConfig, lr_at
+from ...model.blocks import Block
+from ...model.config import GPT2Config
 from ._core import (
     Mistake,
     as_float,

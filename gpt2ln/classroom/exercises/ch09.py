@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ..config import GPT2Config
-from ..model import GPT2
+from ...model.config import GPT2Config
+from ...model.gpt2 import GPT2
 from ._core import (
     Mistake,
     as_int,

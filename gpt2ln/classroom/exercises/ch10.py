@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..norms import LayerNorm
+from ...model.norms import LayerNorm
 from ._core import (
     IN_PLACE,
     Mistake,

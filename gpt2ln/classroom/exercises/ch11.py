@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..norms import dyt
+from ...model.norms import dyt
 from ._core import (
     Mistake,
     call_on_copies,

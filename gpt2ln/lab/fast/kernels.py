@@ -192,3 +192,11 @@ def run(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
         return None
     STATUS[name] = "compiled"
     return y
+
+
+def one_pass(name: str, x: torch.Tensor, *params: torch.Tensor | float | None) -> torch.Tensor | None:
+    """What the norm modules call (registered with ``gpt2ln.model.norms.register_one_pass``): the
+    one-pass kernel ``name`` on ``x`` and the module's parameters where :func:`wanted` says it
+    pays, else None (the module then runs PyTorch's kernel)."""
+    tensors = [p for p in params if isinstance(p, torch.Tensor) or p is None]
+    return run(name, x, *params) if wanted(x, *tensors) else None

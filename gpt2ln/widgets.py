@@ -1,0 +1,16 @@
+"""Moved: ``gpt2ln.widgets`` (the live figures) is now ``gpt2ln.classroom.live_figures``.
+
+Kept for notebooks handed out before the move: importing it gives that module itself (so a
+change to one of its attributes changes the real one) and warns where the code lives now.
+"""
+
+import importlib
+import sys
+import warnings
+
+warnings.warn(
+    "gpt2ln.widgets moved to gpt2ln.classroom.live_figures; import it from there",
+    DeprecationWarning,
+    stacklevel=2,
+)
+sys.modules[__name__] = importlib.import_module("gpt2ln.classroom.live_figures")
