@@ -6,7 +6,7 @@
   course package ``gpt2ln/`` they import (with its small model, corpus and figure scripts),
   ``pyproject.toml``, a ``requirements.txt`` and a README on running them locally;
 - ``gpt2ln-student-notebooks.zip``: the same with the student versions of the chapters
-  (``python -m gpt2ln.assign``: each solution replaced by ``raise NotImplementedError()``),
+  (``python -m gpt2ln.classroom.assign``: each solution replaced by ``raise NotImplementedError()``),
   for instructors.
 
 Everything sits in one top folder (``gpt2ln-notebooks/``, ``gpt2ln-student-notebooks/``).
@@ -100,9 +100,9 @@ def _readme(titles: list[tuple[str, str]], student: bool, repo_url: str) -> str:
     ]
     if student:
         lines += [
-            "These notebooks were written by `python -m gpt2ln.assign notebooks -o student/` from the",
-            "book's chapters; the book's page *For instructors* explains how to hand them out, and how",
-            "to grade them, with nbgrader or without.",
+            "These notebooks were written by `python -m gpt2ln.classroom.assign notebooks -o student/`",
+            "from the book's chapters; the book's page *For instructors* explains how to hand them out,",
+            "and how to grade them, with nbgrader or without.",
             "",
         ]
     lines += ["## The chapters", ""]
@@ -129,7 +129,7 @@ def _package_files(root: Path) -> list[Path]:
 
 def build_archive(out: Path, student: bool, root: Path = ROOT) -> Path:
     """Write one archive to ``out`` (a .zip path) and return it."""
-    from gpt2ln.assign import make_student_notebook
+    from gpt2ln.classroom.assign import make_student_notebook
 
     top = out.name.removesuffix(".zip")
     notebooks = [doc.source for doc in chapters(root) if doc.is_notebook]

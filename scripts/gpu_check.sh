@@ -15,4 +15,4 @@ PYEOF
 echo "== unit tests (on the machine with the GPU)"
 "$PY" -m pytest -p no:cacheprovider -q --ignore=tests/browser tests
 echo "== benchmark on cuda (fp32 and bf16)"
-"$PY" -m gpt2ln.bench --device cuda "$@" --out book/benchmarks/cuda.json
+"$PY" -m gpt2ln.lab.bench --device cuda "$@" --out book/benchmarks/cuda.json

@@ -62,9 +62,9 @@ EOF
 # ipywidgets, tqdm imports in tests/ and gpt2ln/):
 #   test_loading.py, test_model.py  transformers (tests/hf_utils.py), safetensors, huggingface_hub
 #   test_tiny.py                    transformers loads the shipped tiny model; safetensors
-#   test_train.py                   tqdm (gpt2ln/train.py)
+#   test_train.py                   tqdm (gpt2ln/lab/train.py)
 #   test_widgets.py                 nbformat, nbclient, ipywidgets (the widget cells, executed)
-#   test_assign.py                  nbformat, nbclient (gpt2ln/assign.py)
+#   test_assign.py                  nbformat, nbclient (gpt2ln/classroom/assign.py)
 #   test_notebooks_clean.py         nbformat
 #   test_norms.py, test_variants.py, test_exercises_*.py   numpy
 #   test_requirements.py            packaging, and the files this lane reads
@@ -72,9 +72,10 @@ EOF
 # source, which the book pins to one 5.x release on purpose), test_nbgrader.py (nbgrader
 # is in requirements-nbgrader.txt, not requirements.txt), tests/browser (the built site).
 unit_tests=(
-  tests/test_loading.py tests/test_model.py tests/test_tiny.py tests/test_train.py
-  tests/test_widgets.py tests/test_assign.py tests/test_notebooks_clean.py
-  tests/test_norms.py tests/test_variants.py tests/test_exercises_*.py tests/test_requirements.py
+  tests/model/test_loading.py tests/model/test_model.py tests/lab/test_tiny.py tests/lab/test_train.py
+  tests/classroom/test_widgets.py tests/classroom/test_assign.py tests/book/test_notebooks_clean.py
+  tests/model/test_norms.py tests/model/test_variants.py tests/classroom/test_exercises_*.py
+  tests/book/test_requirements.py
 )
 echo "== floors: unit tests, offline"
 bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"

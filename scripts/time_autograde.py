@@ -1,6 +1,6 @@
 """Time nbgrader's autograding of every chapter: the numbers book/instructors.md states.
 
-For each chapter with exercises, builds the nbgrader course (`gpt2ln.assign --nbgrader`),
+For each chapter with exercises, builds the nbgrader course (`gpt2ln.classroom.assign --nbgrader`),
 releases the chapter, submits its instructor version (every exercise solved) as one student,
 and times `nbgrader autograde` on it, offline (HF_HUB_OFFLINE=1): the wall-clock seconds and
 the CPU seconds of nbgrader and of everything it ran (the kernel, and the worker processes of
@@ -28,7 +28,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpt2ln.nbgrader_course import write_course  # noqa: E402
+from gpt2ln.classroom.nbgrader_course import write_course  # noqa: E402
 
 
 def _children_cpu_s() -> float:

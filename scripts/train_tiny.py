@@ -1,4 +1,4 @@
-"""Train the small GPT-2 shipped in ``gpt2ln/assets/tiny/`` (see ``gpt2ln.tiny``, ``book/small_model.md``).
+"""Train the small GPT-2 shipped in ``gpt2ln/assets/tiny/`` (``gpt2ln.lab.tiny``, ``book/small_model.md``).
 
     python scripts/train_tiny.py                      # the shipped run, from scratch
     python scripts/train_tiny.py --out /tmp/tiny --steps 200
@@ -33,8 +33,8 @@ import torch
 from safetensors.torch import save_file
 
 from gpt2ln import GPT2, GPT2Config, TrainConfig, evaluate_loss, load_pretrained, load_tokens, train
-from gpt2ln.loading import config_to_json
-from gpt2ln.train import TrainHistory
+from gpt2ln.lab.train import TrainHistory
+from gpt2ln.model.loading import config_to_json
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "gpt2ln" / "assets" / "tiny"
 

@@ -3,7 +3,7 @@
 import transformers
 
 from gpt2ln import GPT2Config
-from gpt2ln.loading import config_to_json
+from gpt2ln.model.loading import config_to_json
 
 
 def hf_config(cfg: GPT2Config) -> transformers.GPT2Config:

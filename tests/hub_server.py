@@ -265,6 +265,6 @@ def serve_forever(repos: dict[str, dict[str, bytes]], commit: str) -> None:  # p
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from gpt2ln.loading import GPT2_REPO, GPT2_REVISION
+    from gpt2ln.model.loading import GPT2_REPO, GPT2_REVISION
 
     serve_forever({GPT2_REPO: byte_checkpoint()}, GPT2_REVISION)

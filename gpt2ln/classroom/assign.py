@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m gpt2ln.assign notebooks -o student/     # write student notebooks
-    python -m gpt2ln.assign --index notebooks         # print the exercise table
-    python -m gpt2ln.assign --nbgrader course/        # an nbgrader course (gpt2ln.nbgrader_course)
+    python -m gpt2ln.classroom.assign notebooks -o student/   # write student notebooks
+    python -m gpt2ln.classroom.assign --index notebooks       # print the exercise table
+    python -m gpt2ln.classroom.assign --nbgrader course/      # an nbgrader course (nbgrader_course.py)
 
 In every code cell each region from a line ``### BEGIN SOLUTION`` to the matching
 ``### END SOLUTION`` (same indentation; the markers nbgrader uses) becomes
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line: student notebooks (``-o DIR``), an nbgrader course (``--nbgrader DIR``),
     or the exercise table (``--index``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m gpt2ln.assign",
+        prog="python -m gpt2ln.classroom.assign",
         description="Write student versions of notebooks: each '### BEGIN SOLUTION' ... "
         "'### END SOLUTION' region becomes 'raise NotImplementedError()', outputs are cleared. "
         "With --nbgrader, write an nbgrader course instead.",

@@ -2,8 +2,8 @@
 
 A solution region runs from a line ``### BEGIN SOLUTION`` to the matching ``### END
 SOLUTION`` (same indentation; the markers nbgrader uses). An exercise is a markdown heading
-``### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)``. ``gpt2ln.assign``
-(student notebooks, the exercise index) and ``gpt2ln.nbgrader_course`` (an nbgrader course)
+``### Exercise N.k — title (difficulty: ★★☆ medium, about M minutes)``. ``gpt2ln.classroom.assign``
+(student notebooks, the exercise index) and ``gpt2ln.classroom.nbgrader_course`` (an nbgrader course)
 both read them through this module.
 """
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m gpt2ln.assign --nbgrader course/            # every chapter with exercises
+    python -m gpt2ln.classroom.assign --nbgrader course/            # every chapter with exercises
     cd course && nbgrader generate_assignment 02_layernorm
 
 It writes ``course/nbgrader_config.py`` and ``course/source/<chapter>/<chapter>.ipynb``
@@ -39,7 +39,7 @@ _CHECK_CALL = re.compile(r"\bcheck_\w+\s*\(")
 _SECTION_END = re.compile(r"^#{1,3}\s", re.M)
 
 CONFIG = '''\
-"""nbgrader configuration of the gpt2ln course (written by `python -m gpt2ln.assign --nbgrader`).
+"""nbgrader configuration of the gpt2ln course (written by `python -m gpt2ln.classroom.assign --nbgrader`).
 
 Run every nbgrader command from this directory. The notebooks import the `gpt2ln`
 package: grade in an environment where it is installed (then no cell needs the network).
@@ -88,7 +88,7 @@ def make_source_notebook(
     """nbgrader's source version of ``nb`` (the input is not changed) and its exercises.
 
     Returns the notebook, every cell carrying ``metadata.nbgrader``, outputs cleared, and
-    the exercise rows of ``gpt2ln.markup.exercise_index`` with ``answer_cells`` (indices),
+    the exercise rows of ``gpt2ln.classroom.markup.exercise_index`` with ``answer_cells`` (indices),
     ``check_cell`` and ``grade_id`` (the check's) added. Raises ValueError naming ``name``,
     the exercise and the cell when the notebook does not follow the exercise markup.
     """

@@ -1,12 +1,12 @@
 """Performance measured side by side: ``gpt2ln`` against transformers and torch, same machine, same run.
 
-Run ``python -m gpt2ln.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]``. It measures
+Run ``python -m gpt2ln.lab.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]``. It measures
 
 * ``forward``: GPT-2 small logits ``[B, T, vocab]`` from ``gpt2ln.GPT2`` and transformers'
   ``GPT2LMHeadModel`` holding the same (random) weights, eval mode, ``torch.inference_mode``;
 * ``generate``: greedy decoding with the KV cache: ``gpt2ln``'s readable path, its fast path
-  (the step ``gpt2ln.kv_cache.choose_step`` picked, and each step forced: Python with ``F.linear``
-  or ``gemv.linear``, and the C step of ``gpt2ln.native``) and transformers,
+  (the step ``gpt2ln.lab.fast.step.choose_step`` picked, and each step forced: Python with ``F.linear``
+  or ``gemv.linear``, and the C step of ``gpt2ln.lab.fast.native``) and transformers,
   whether the tokens agree, and the floor (every weight read once per token at the read
   bandwidth measured in the same run);
 * ``layer_norm``: the readable ``gpt2ln.layer_norm``/``rms_norm``/``dyt``, the modules
@@ -18,7 +18,7 @@ Run ``python -m gpt2ln.bench [--quick] [--device cpu|cuda|mps] [--out FILE.json]
 * ``profile``: the top operators by self CPU time of one ``gpt2ln`` forward, and of a greedy
   generation on each path (``profile_generate``).
 
-The two sides of every comparison are timed in turns (``gpt2ln.timing.time_interleaved``), after
+The two sides of every comparison are timed in turns (``gpt2ln.lab.timing.time_interleaved``), after
 warm-up, and reported as medians and ``ours / theirs`` ratios (below 1 means ``gpt2ln`` is faster).
 Every measuring function takes its sizes as arguments, so the tests run them on a tiny config.
 """
@@ -247,7 +247,7 @@ def bench_generate(
     """Greedy decoding of ``new_tokens`` after a random prompt ``[1, prompt_len]``, with the KV cache.
 
     Timed in turns: ``gpt2ln`` on its readable path (``fast=False``), its default fast path (the
-    one-token step :func:`gpt2ln.kv_cache.choose_step` picked), the fast path forced to the Python
+    one-token step :func:`gpt2ln.lab.fast.step.choose_step` picked), the fast path forced to the Python
     step with ``F.linear`` and with ``gemv.linear`` and to the C step (where it runs),
     transformers, and each side's prompt alone
     (``max_new_tokens=1``), so that the time per decoded token, ``(total - prompt) / (new_tokens - 1)``,
@@ -446,7 +446,7 @@ def bench_layer_norm(
     """Achieved GB/s (``2 * numel * itemsize`` bytes: one read, one write) of each norm at each shape.
 
     ``copy_GBps`` is a plain out-of-place copy of x (``torch.empty_like(x).copy_(x)``, what
-    ``gpt2ln.timing.copy_bandwidth`` times), the speed limit of a memory-bound kernel, timed in
+    ``gpt2ln.lab.timing.copy_bandwidth`` times), the speed limit of a memory-bound kernel, timed in
     the same interleaved rounds as the norms so that it sees the same machine load. A
     ``torch.compile`` failure is recorded as its error string.
     """
@@ -648,7 +648,7 @@ def run(
     shapes = forward_shapes or (QUICK_FORWARD_SHAPES if quick else FORWARD_SHAPES)
     repeats = 3 if quick else 7
     record: dict[str, Any] = {
-        "command": f"python -m gpt2ln.bench{' --quick' if quick else ''} --device {device}",
+        "command": f"python -m gpt2ln.lab.bench{' --quick' if quick else ''} --device {device}",
         "quick": quick,
         "machine": machine_info(dev),
         "goals": GOALS,
@@ -784,7 +784,7 @@ def _finite(obj: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m gpt2ln.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gpt2ln.lab.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip 1x1024, 64 new tokens")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"])
     parser.add_argument("--out", type=Path, default=None, help="write the JSON record here")
@@ -804,7 +804,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             parser.error(f"--threads: expected an int >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     if args.no_compile:
-        os.environ["GPT2LN_COMPILE"] = "0"  # the norm modules' fused kernels too (gpt2ln.fused)
+        os.environ["GPT2LN_COMPILE"] = "0"  # the norm modules' fused kernels too (gpt2ln.lab.fast.kernels)
     tokens = 64 if args.quick else 128  # the per-token time leaves the prompt out either way
     record = run(args.device, args.quick, new_tokens=tokens, compile=not args.no_compile)
     if args.threads is not None:

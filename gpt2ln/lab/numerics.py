@@ -21,7 +21,7 @@ overflows past 65504); pass ``acc_dtype=torch.float32`` for the usual fix. The l
 functions slow for wide axes: they are for studying numerics (``d`` up to a few thousand), not
 for production. Results come back in ``acc_dtype``.
 
-(How fast LayerNorm runs is measured with ``gpt2ln.timing``.)
+(How fast LayerNorm runs is measured with ``gpt2ln.lab.timing``.)
 """
 
 from __future__ import annotations

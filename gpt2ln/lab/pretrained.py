@@ -29,7 +29,7 @@ class LoadedGPT2:
     ``decode(list[int]) -> str`` (transformers' GPT-2 BPE from the Hub, or ``ByteTokenizer``).
     ``source``: what ran, in words. ``from_hub``: the weights are the Hub repository's (just
     downloaded or from the local Hugging Face cache). ``released``: they are, byte for byte, the
-    released GPT-2 small's (``gpt2ln.loading.is_released_gpt2``: the SHA-256 of its
+    released GPT-2 small's (``gpt2ln.model.loading.is_released_gpt2``: the SHA-256 of its
     ``model.safetensors``), the one case where the released model's reference values apply; a
     checkpoint served under the same repo id and revision by another server is not. ``message``:
     the one line it printed.
@@ -66,7 +66,7 @@ def load_gpt2_or_tiny(
     Hugging Face cache when it holds them), else the shipped small GPT-2 (``load_tiny``).
 
     What chapters 9 and 10 run. The Hub files are ``config.json``, ``model.safetensors`` (the only
-    weights read) and the tokenizer files, fetched by ``gpt2ln.loading.hub_download``: it never
+    weights read) and the tokenizer files, fetched by ``gpt2ln.model.loading.hub_download``: it never
     hangs (``timeout`` s to connect and for each answer, ``stall`` s without progress at most
     once a download runs), so offline or with a server that does not answer this returns within
     seconds. Any failure (no

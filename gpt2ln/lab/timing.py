@@ -1,6 +1,6 @@
 """Timing tools: median wall time, interleaved comparisons, the copy bandwidth.
 
-Chapter 4 and the benchmark (``python -m gpt2ln.bench``) time kernels with these:
+Chapter 4 and the benchmark (``python -m gpt2ln.lab.bench``) time kernels with these:
 ``time_fn`` (median wall time of a call), ``time_interleaved`` (several functions timed in
 turns, so a busy spell of a shared machine slows all of them alike) and ``copy_bandwidth``
 (GB/s of a plain copy, the speed limit of a memory-bound kernel such as LayerNorm).

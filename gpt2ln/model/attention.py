@@ -34,7 +34,7 @@ class Attend(nn.Module):
 
     A module of its own, with no parameters, so that its inputs and output can be hooked:
     ``GPT2.run_with_cache`` records the scores and pattern here (with :func:`attention_scores`),
-    generation passes cached keys and values in (``gpt2ln.kv_cache``).
+    generation passes cached keys and values in (``gpt2ln.model.kv_cache``).
     """
 
     def __init__(self, dropout: float = 0.0) -> None:

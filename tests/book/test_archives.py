@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpt2ln.markup import BEGIN
+from gpt2ln.classroom.markup import BEGIN
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script(name: str):
@@ -125,7 +125,7 @@ def test_the_package_in_the_archive_imports_and_loads_the_shipped_model(archives
         zf.extractall(tmp_path)
     folder = tmp_path / "gpt2ln-notebooks"
     code = (
-        "import json, gpt2ln, gpt2ln.tiny as t; "
+        "import json, gpt2ln, gpt2ln.lab.tiny as t; "
         "model, tok = t.load_tiny(); "
         "print(json.dumps({'file': gpt2ln.__file__, 'params': sum(p.numel() for p in model.parameters())}))"
     )

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpt2ln.assign import exercise_index
+from gpt2ln.classroom.assign import exercise_index
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "book"
 
 
@@ -186,7 +186,7 @@ def test_glossary_counts_and_constants_match_the_package():
 def test_glossary_gelu_is_the_packages_gelu():
     import torch
 
-    from gpt2ln.blocks import gelu
+    from gpt2ln.model.blocks import gelu
 
     text = _prose("glossary.md")
     assert "\\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715\\,x^3))" in text
@@ -224,7 +224,7 @@ def test_how_to_use_states_the_python_floor_and_the_exercises_per_chapter():
 
 
 def test_instructors_page_states_the_nbgrader_cell_timeout_of_the_course_config():
-    from gpt2ln.nbgrader_course import CONFIG
+    from gpt2ln.classroom.nbgrader_course import CONFIG
 
     timeout = int(re.search(r"^c\.Execute\.timeout = (\d+)$", CONFIG, flags=re.M)[1])
     assert f"nbgrader's limit of 30 seconds per cell is raised to {timeout}" in _prose("instructors.md")

@@ -4,7 +4,7 @@ did not run, warns past a time budget on a user's machine, and fails past it onl
 import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("check_exec_times", ROOT / "scripts" / "check_exec_times.py")
 check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check)

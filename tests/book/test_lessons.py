@@ -16,7 +16,7 @@ import torch
 
 from gpt2ln.exercises import check_layer_norm, check_rms_norm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "book" / "lessons.md").read_text(encoding="utf-8")
 CHAPTERS = {int(p.name[:2]) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
 

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PINNED = ROOT / "book" / "quotes"
 RMSNORM = json.loads((PINNED / "bzhangGo-rmsnorm" / "source.json").read_text(encoding="utf-8"))
 GITHUB_CODE = re.compile(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = json.loads((ROOT / "book" / "quotes" / "sources.json").read_text())["sources"]
 GPT2 = next(s for s in SOURCES if s["repo"] == "openai/gpt-2")
 PINNED = (ROOT / GPT2["file"]).read_text()

@@ -1,4 +1,4 @@
-"""Browser tests of the live figures (gpt2ln.widgets) on the built site, with no kernel.
+"""Browser tests of the live figures (gpt2ln.classroom.live_figures) on the built site, with no kernel.
 
 On each page that has one: drag a bar, move a slider, pick a prompt or a placement, and check
 that the figure changes and that the numbers it displays equal what gpt2ln computes for the
@@ -34,7 +34,7 @@ from nested_close import assert_nested_close as same  # noqa: E402
 
 import gpt2ln  # noqa: E402
 from gpt2ln import GPT2Config  # noqa: E402
-from gpt2ln import widgets as live  # noqa: E402
+from gpt2ln.classroom import live_figures as live  # noqa: E402
 
 LIVE_PAGES = {
     "notebooks/01_why_normalize.html": ["norm_explorer"],

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from gpt2ln.assign import (
+from gpt2ln.classroom.assign import (
     CODE_STUB,
     MARKDOWN_STUB,
     exercise_index,
@@ -17,7 +17,7 @@ from gpt2ln.assign import (
     make_student_notebook,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 SOLUTION = """\
@@ -191,7 +191,7 @@ def test_cli_reports_bad_markers_and_writes_nothing(tmp_path, capsys):
 def test_python_dash_m_entry_point_runs(tmp_path):
     src = _write(tmp_path / "in" / "09_demo.ipynb")
     result = subprocess.run(
-        [sys.executable, "-m", "gpt2ln.assign", str(src), "-o", str(tmp_path / "out")],
+        [sys.executable, "-m", "gpt2ln.classroom.assign", str(src), "-o", str(tmp_path / "out")],
         capture_output=True,
         text=True,
         check=False,
@@ -238,7 +238,7 @@ def test_instructors_index_lists_every_exercise():
         row = f"| {r['number']} | {r['title']} |"
         assert any(line.startswith(row) for line in table), (
             f"book/instructors.md lacks a row {row!r}: run "
-            "`python -m gpt2ln.assign --index notebooks` and update its table"
+            "`python -m gpt2ln.classroom.assign --index notebooks` and update its table"
         )
 
 
@@ -247,7 +247,7 @@ def test_instructors_index_is_exactly_the_generated_table_with_points():
     table = exercise_table([NOTEBOOKS])
     assert table in page, (
         "book/instructors.md's exercise table differs from the notebooks' (title, difficulty, points "
-        "or time): replace it by the output of `python -m gpt2ln.assign --index notebooks`"
+        "or time): replace it by the output of `python -m gpt2ln.classroom.assign --index notebooks`"
     )
     assert page.count("| Exercise | Title |") == 1
     assert "| Points |" in table.splitlines()[0]

@@ -200,7 +200,7 @@ def test_rms_to_layer_norm_refuses_layer_norm(fn):
     # ... and puts the real functions back afterwards.
     x = torch.randn(3, 8)
     assert torch.allclose(F.layer_norm(x, (8,)), gpt2ln.layer_norm(x), atol=1e-6)
-    assert torch.allclose(torch.layer_norm(x, (8,)), gpt2ln.norms.layer_norm(x), atol=1e-6)
+    assert torch.allclose(torch.layer_norm(x, (8,)), gpt2ln.model.norms.layer_norm(x), atol=1e-6)
 
 
 def test_rms_to_layer_norm_layernorm_module_refused():

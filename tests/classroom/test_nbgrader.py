@@ -1,4 +1,4 @@
-"""The nbgrader course of `python -m gpt2ln.assign --nbgrader`: its cell metadata, and nbgrader
+"""The nbgrader course of `python -m gpt2ln.classroom.assign --nbgrader`: its cell metadata, and nbgrader
 itself (requirements-nbgrader.txt) generating, autograding and giving feedback on it, offline.
 
 The end-to-end tests need nbgrader: they skip without it, except in CI (CI set), where
@@ -21,10 +21,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from gpt2ln.assign import exercise_index, main, points
-from gpt2ln.nbgrader_course import CONFIG, SCHEMA_VERSION, make_source_notebook, write_course
+from gpt2ln.classroom.assign import exercise_index, main, points
+from gpt2ln.classroom.nbgrader_course import CONFIG, SCHEMA_VERSION, make_source_notebook, write_course
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 HAVE_NBGRADER = importlib.util.find_spec("nbgrader") is not None
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

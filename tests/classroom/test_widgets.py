@@ -1,4 +1,4 @@
-"""The live figures (gpt2ln.widgets): the page's JavaScript formulas against gpt2ln, the
+"""The live figures (gpt2ln.classroom.live_figures): the page's JavaScript formulas against gpt2ln, the
 Python side's state, the HTML, and the notebook cells that show them.
 
 The JavaScript (gpt2ln/assets/widgets/figures.js) runs under ``node``; these tests are
@@ -23,9 +23,9 @@ from nested_close import assert_nested_close
 
 import gpt2ln
 from gpt2ln import GPT2Config
-from gpt2ln import widgets as live
+from gpt2ln.classroom import live_figures as live
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 JS = ROOT / "gpt2ln" / "assets" / "widgets" / "figures.js"
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed (apt-get install nodejs)")

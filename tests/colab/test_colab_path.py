@@ -91,10 +91,10 @@ def uninstall_gpt2ln() -> None:
 def test_the_wheel_carries_every_module_and_asset_git_tracks():
     tracked = subprocess.run(["git", "ls-files", "gpt2ln"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
-    data = ("gpt2ln/assets/", "gpt2ln/csrc/")  # the shipped model and widgets; the C sources
+    data = ("gpt2ln/assets/", "gpt2ln/lab/fast/csrc/")  # the shipped model and widgets; the C sources
     shipped = [p for p in tracked if p.endswith(".py") or p.startswith(data)]
     assert any(p.startswith("gpt2ln/assets/tiny/") for p in shipped)
-    assert {f"gpt2ln/csrc/{f}" for f in ("decode_step.c", "norms.c", "common.h")} <= set(shipped)
+    assert {f"gpt2ln/lab/fast/csrc/{f}" for f in ("decode_step.c", "norms.c", "common.h")} <= set(shipped)
     with zipfile.ZipFile(WHEEL) as whl:
         names = set(whl.namelist())
         missing = [p for p in shipped if p not in names]

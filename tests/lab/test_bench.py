@@ -1,4 +1,4 @@
-"""gpt2ln.bench: the measuring helpers produce the record's structure (tiny sizes; no timing asserted)."""
+"""gpt2ln.lab.bench: the measuring helpers produce the record's structure (tiny sizes; no timing asserted)."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpt2ln import GPT2Config, native
-from gpt2ln.bench import (
+from gpt2ln.lab.bench import (
     bench_forward,
     bench_generate,
     bench_generate_memory,
@@ -175,7 +175,7 @@ def test_run_record_structure():
 def test_keep_freed_memory_says_what_it_set():
     import platform
 
-    from gpt2ln.bench import keep_freed_memory
+    from gpt2ln.lab.bench import keep_freed_memory
 
     got = keep_freed_memory()
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
@@ -185,7 +185,7 @@ def test_keep_freed_memory_says_what_it_set():
 
 
 def test_bench_gemv_rows():
-    from gpt2ln.bench import bench_gemv
+    from gpt2ln.lab.bench import bench_gemv
 
     out = bench_gemv((40, 16), repeats=2, warmup=0)
     assert out["shape"] == [40, 16] and len(out["impls"]) == 3

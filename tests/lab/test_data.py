@@ -15,7 +15,7 @@ import torch
 
 from gpt2ln import ByteTokenizer, get_batch, load_corpus, load_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "make_corpus.py"
 ASSETS = resources.files("gpt2ln") / "assets"
 VAL_PLAYS = {"Macbeth", "The Tempest", "Twelfth Night"}

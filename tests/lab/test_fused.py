@@ -1,4 +1,4 @@
-"""gpt2ln.fused: the norm modules' one-pass kernels (C from gpt2ln.native, or compiled by
+"""gpt2ln.lab.fast.kernels: the norm modules' one-pass kernels (C from gpt2ln.lab.fast.native, or compiled by
 torch.compile) give the readable functions' outputs, are used only where they pay (large CPU
 inputs, no autograd), and fall back to the eager path, for good, when compiling fails."""
 
@@ -7,7 +7,9 @@ import shutil
 import pytest
 import torch
 
-from gpt2ln import DyT, LayerNorm, RMSNorm, dyt, fused, layer_norm, native, rms_norm
+from gpt2ln import DyT, LayerNorm, RMSNorm, dyt, layer_norm, rms_norm
+from gpt2ln.lab.fast import kernels as fused
+from gpt2ln.lab.fast import native
 
 D = 64
 ROWS = fused.MIN_NUMEL // D  # [ROWS, D] is just large enough for the compiled kernel

@@ -1,14 +1,16 @@
-"""gpt2ln.gemv.linear: the multi-core matrix-vector product equals F.linear wherever it is used,
+"""gpt2ln.lab.fast.gemv.linear: the multi-core matrix-vector product equals F.linear wherever it is used,
 and hands everything else to F.linear; gemv.multicore applies it to a model's products, only
-inside its `with` block. The fast decoding step (gpt2ln.kv_cache.decode_step) gives the readable
+inside its `with` block. The fast decoding step (gpt2ln.model.generate.decode_step) gives the readable
 path's tokens with either product, and choose_step measures once which step to use."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt2ln import GPT2, GPT2Config, kv_cache
-from gpt2ln.gemv import MAX_ROWS, linear, multicore
+from gpt2ln import GPT2, GPT2Config
+from gpt2ln.lab.fast import step
+from gpt2ln.lab.fast.gemv import MAX_ROWS, linear, multicore
+from gpt2ln.model import generate, kv_cache
 
 
 @pytest.fixture
@@ -126,7 +128,7 @@ def test_fast_step_logits_equal_the_models_forward():
         with kv_cache.decoding(model, kv):
             model(idx[:, :8])
         assert kv.length == 8
-        step = kv_cache.decode_step(model, idx[:, 8:], kv)
+        step = generate.decode_step(model, idx[:, 8:], kv)
     assert kv.length == 9 and step.shape == (2, 97)
     torch.testing.assert_close(step, full[:, -1], atol=1e-5, rtol=1e-5)
 
@@ -134,8 +136,9 @@ def test_fast_step_logits_equal_the_models_forward():
 def test_other_norm_placements_decode_on_the_readable_path(monkeypatch):
     model = GPT2(GPT2Config(vocab_size=97, n_ctx=24, n_embd=48, n_layer=2, n_head=4, norm_position="post"))
     model.eval()
-    assert not kv_cache.supports_fast_step(model)
-    monkeypatch.setattr(kv_cache, "decode_step", lambda *a, **k: pytest.fail("decode_step used"))
+    assert not generate.supports_fast_step(model)
+    for module in (step, generate):  # where decode_step is looked up
+        monkeypatch.setattr(module, "decode_step", lambda *a, **k: pytest.fail("decode_step used"))
     idx = torch.randint(0, 97, (1, 4))
     assert torch.equal(
         model.generate(idx, 6, temperature=0), model.generate(idx, 6, temperature=0, fast=False)
@@ -144,15 +147,15 @@ def test_other_norm_placements_decode_on_the_readable_path(monkeypatch):
 
 def test_choose_step_measures_once_and_says_why(two_threads, monkeypatch):
     model = GPT2(GPT2Config(vocab_size=91, n_ctx=16, n_embd=32, n_layer=1, n_head=2)).eval()
-    monkeypatch.setattr(kv_cache, "STEP_CHOICE", {})
-    choice = kv_cache.choose_step(model, native=False)
+    monkeypatch.setattr(step, "STEP_CHOICE", {})
+    choice = step.choose_step(model, native=False)
     assert choice["step"] in {"gemv.linear", "F.linear"} and "native: left out" in choice["why"]
     assert set(choice["step_ms"]) == {"gemv.linear", "F.linear"}
     assert "gemv.linear" in choice["why"] and "F.linear" in choice["why"]
-    monkeypatch.setattr(kv_cache, "time_interleaved", lambda *a, **k: pytest.fail("measured twice"))
-    assert kv_cache.choose_step(model, native=False) is choice  # cached for the process
+    monkeypatch.setattr(step, "time_interleaved", lambda *a, **k: pytest.fail("measured twice"))
+    assert step.choose_step(model, native=False) is choice  # cached for the process
     torch.set_num_threads(1)
-    one = kv_cache.choose_step(model, native=False)
+    one = step.choose_step(model, native=False)
     assert one["step"] == "F.linear" and "not a multi-core CPU" in one["why"]  # nothing to choose
 
 

@@ -1,4 +1,4 @@
-"""gpt2ln.native: the decoding step in C computes what the Python step and the readable forward
+"""gpt2ln.lab.fast.native: the decoding step in C computes what the Python step and the readable forward
 compute (logits to float rounding, the same cache contents, the same tokens), runs only where
 it supports the model, and falls back, saying why, where it cannot compile."""
 
@@ -6,8 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt2ln import GPT2, GPT2Config, kv_cache, native
-from gpt2ln.fused import tanh_rational
+from gpt2ln import GPT2, GPT2Config
+from gpt2ln.lab.fast import native, step
+from gpt2ln.lab.fast.kernels import tanh_rational
+from gpt2ln.model import generate, kv_cache
 
 SMALL = dict(vocab_size=97, n_ctx=24, n_embd=48, n_layer=2, n_head=4)
 
@@ -37,7 +39,7 @@ def test_c_step_equals_the_python_step_position_by_position():
     with torch.no_grad():
         for i in range(20):
             a = step(ids[i].view(1, 1))
-            b = kv_cache.decode_step(model, ids[i].view(1, 1), kv_py, F.linear)
+            b = generate.decode_step(model, ids[i].view(1, 1), kv_py, F.linear)
             torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
     assert kv_c.length == kv_py.length == 20
     torch.testing.assert_close(kv_c.k, kv_py.k, atol=1e-5, rtol=1e-5)
@@ -104,7 +106,7 @@ def test_native_true_says_why_it_cannot_run():
 def fresh_native(monkeypatch, tmp_path):
     monkeypatch.setattr(native, "STATUS", {})
     monkeypatch.setattr(native, "_LIB", [])
-    monkeypatch.setattr(kv_cache, "STEP_CHOICE", {})
+    monkeypatch.setattr(step, "STEP_CHOICE", {})
     monkeypatch.setenv("GPT2LN_CACHE", str(tmp_path))
 
 
@@ -123,7 +125,7 @@ def test_without_a_compiler_generate_falls_back_and_says_why(fresh_native, monke
     assert native.load() is None and why in native.STATUS["step"]
     model = small(0)
     idx = torch.randint(0, 97, (1, 4))
-    choice = kv_cache.choose_step(model)
+    choice = step.choose_step(model)
     assert choice["step"] != "native" and why in choice["why"]
     readable = model.generate(idx, 6, temperature=0, fast=False)
     assert torch.equal(model.generate(idx, 6, temperature=0), readable)
@@ -144,7 +146,7 @@ def test_compiles_once_into_the_cache(fresh_native, tmp_path):
 @needs_c
 def test_the_default_step_is_measured_and_can_be_the_c_step(fresh_native):
     model = small(0)
-    choice = kv_cache.choose_step(model)
+    choice = step.choose_step(model)
     assert "native" in choice["step_ms"] and choice["step"] in choice["step_ms"]
 
 

@@ -1,4 +1,4 @@
-"""gpt2ln.numerics: the three variance algorithms and the parallel merge."""
+"""gpt2ln.lab.numerics: the three variance algorithms and the parallel merge."""
 
 from __future__ import annotations
 

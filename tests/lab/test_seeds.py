@@ -1,4 +1,4 @@
-"""gpt2ln.seeds: the chapter's seeds from GPT2LN_SEED, jobs on worker processes, train_job, spread."""
+"""gpt2ln.lab.seeds: the chapter's seeds from GPT2LN_SEED, jobs on worker processes, train_job, spread."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 
 import gpt2ln
 from gpt2ln import GPT2, GPT2Config, TrainConfig
-from gpt2ln.seeds import (
+from gpt2ln.lab.seeds import (
     SEED_ENV,
     TrainJob,
     base_seed,

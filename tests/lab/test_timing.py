@@ -1,10 +1,10 @@
-"""gpt2ln.timing: the timing tools of chapter 4 and the benchmark."""
+"""gpt2ln.lab.timing: the timing tools of chapter 4 and the benchmark."""
 
 import pytest
 import torch
 
 import gpt2ln
-from gpt2ln.timing import copy_bandwidth, time_fn, time_interleaved
+from gpt2ln.lab.timing import copy_bandwidth, time_fn, time_interleaved
 
 
 def test_bad_arguments_are_named():

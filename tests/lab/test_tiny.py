@@ -18,11 +18,11 @@ import torch.nn.functional as F
 import gpt2ln
 from gpt2ln import GPT2, ByteTokenizer, GPT2Config, LayerNorm, load_tiny, load_tokens
 from gpt2ln import evaluate_loss as evaluate
-from gpt2ln.tiny import tiny_train_log
+from gpt2ln.lab.tiny import tiny_train_log
 
 MAX_VAL_LOSS = 1.70  # nats per byte, mean over the three held-out plays
 MAX_WEIGHT_BYTES = 25_000_000
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -212,7 +212,7 @@ def test_bad_train_input(data):
 
 def test_lr_sensitivity_passes_the_chapter_8_check_and_names_bad_input():
     from gpt2ln.exercises import check_lr_sensitivity
-    from gpt2ln.train import lr_sensitivity
+    from gpt2ln.lab.train import lr_sensitivity
 
     check_lr_sensitivity(lambda lrs, losses, loss_init: lr_sensitivity(losses, loss_init))
     assert lr_sensitivity([2.0, 1.0, float("nan"), 9.0], 5.0) == pytest.approx((1 + 0 + 4 + 4) / 4)

@@ -117,7 +117,7 @@ def test_hub_available_honours_offline_mode(monkeypatch):
 def test_config_json_round_trips_and_loads_in_transformers(tmp_path):
     import transformers
 
-    from gpt2ln.loading import config_from_json, config_to_json
+    from gpt2ln.model.loading import config_from_json, config_to_json
 
     (tmp_path / "config.json").write_text(json.dumps(config_to_json(CFG)))
     assert config_from_json(tmp_path / "config.json") == CFG

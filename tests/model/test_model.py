@@ -6,7 +6,7 @@ import torch
 from hf_utils import hf_model
 
 from gpt2ln import GPT2, GPT2Config, KVCache
-from gpt2ln.kv_cache import decoding
+from gpt2ln.model.kv_cache import decoding
 
 SMALL = GPT2Config(vocab_size=97, n_ctx=32, n_embd=48, n_layer=3, n_head=4)
 

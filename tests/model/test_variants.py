@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gpt2ln import GPT2, DyT, GPT2Config, LayerNorm, RMSNorm, dyt
-from gpt2ln.loading import config_to_json
+from gpt2ln.model.loading import config_to_json
 
 CFG = GPT2Config(vocab_size=61, n_ctx=32, n_embd=32, n_layer=3, n_head=4)
 POSITIONS = ["pre", "post", "peri", "olmo2", "deepnorm"]

@@ -5,7 +5,7 @@
 ``gpt2ln.Block`` with ``norm_position="post"`` (the original Transformer / GPT-1) or
 ``"pre"`` (GPT-2) on the same random weights, and name the classic mistake a wrong output
 matches. ``check_lr_schedule(fn)`` checks ``fn(step, steps, lr, warmup, min_lr)``, linear
-warm-up then cosine decay, against ``gpt2ln.train.lr_at``.
+warm-up then cosine decay, against ``gpt2ln.lab.train.lr_at``.
 """
 
 from __future__ import annotations
@@ -411,7 +411,7 @@ _LR_CASES = [
 
 
 def check_lr_schedule(fn: Callable[..., Any]) -> None:
-    """Check ``fn(step, steps, lr, warmup, min_lr) -> float`` is ``gpt2ln.train.lr_at``.
+    """Check ``fn(step, steps, lr, warmup, min_lr) -> float`` is ``gpt2ln.lab.train.lr_at``.
 
     Linear warm-up from 0 (``lr * step / warmup`` for ``step < warmup``; step 0 has
     lr 0), cosine decay from ``lr`` at ``step == warmup`` to ``min_lr`` at

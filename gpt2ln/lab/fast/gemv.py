@@ -11,7 +11,7 @@ cannot pull the full memory bandwidth of the machine.
 batched product (``torch.bmm``), which PyTorch spreads over the threads: each core streams
 its share of the weights. Each output is still the dot product of one row of ``W`` with
 ``x`` (equal to ``F.linear`` up to float rounding, tested), in a fraction of the time; the
-benchmark (``python -m gpt2ln.bench``) measures it. Everything else (more rows, a GPU,
+benchmark (``python -m gpt2ln.lab.bench``) measures it. Everything else (more rows, a GPU,
 one thread, autograd) goes to ``F.linear``.
 
 The model's code stays plain (``nn.Linear``, ``x @ wte.weight.T``): :class:`multicore` is a

@@ -6,7 +6,7 @@ the memory bandwidth of a copy. PyTorch's CPU ``F.layer_norm`` is one fused kern
 ``tanh(alpha * x) * weight + bias`` is four: each reads and writes a tensor as large as ``x``.
 :func:`run` runs one pass instead, in the first of two ways that works here:
 
-1. the C kernels of ``gpt2ln/csrc/norms.c`` (through :func:`gpt2ln.native.norm`: compiled with
+1. the C kernels of ``csrc/norms.c`` (through :func:`gpt2ln.lab.fast.native.norm`: compiled with
    the system's C compiler once per machine, about a second), for float32: one loop per row,
    the output written with streaming stores, so a norm moves the bytes a copy moves. This is
    the only one-pass path of ``LayerNorm``, which otherwise keeps ``F.layer_norm``;
@@ -165,7 +165,7 @@ def _no_simd() -> str | None:
 
 def run(name: str, *args: torch.Tensor | float | None) -> torch.Tensor | None:
     """The one-pass kernel ``name`` (``layer_norm``, ``rms_norm``, ``dyt``) on ``args``: the C
-    kernel of ``gpt2ln.native`` for float32, else the compiled kernel (not for ``layer_norm``,
+    kernel of ``gpt2ln.lab.fast.native`` for float32, else the compiled kernel (not for ``layer_norm``,
     whose compiled kernel does not beat ``F.layer_norm``); None where neither is available (then
     the caller runs its eager path)."""
     # detached: no gradient is wanted here, and a compiled call handed parameters that require

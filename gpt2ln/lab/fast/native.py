@@ -2,10 +2,10 @@
 
 A decoding step of GPT-2 small multiplies one token's vector by every weight matrix: it reads
 ~500 MB of weights and does ~1 flop per 2 bytes, so its floor is the time the memory takes to
-deliver the weights once (``python -m gpt2ln.bench`` measures both). In Python each step also
+deliver the weights once (``python -m gpt2ln.lab.bench`` measures both). In Python each step also
 pays for ~200 operator calls (a few microseconds each) and for the BLAS matrix-vector product,
 which on some CPUs runs on one core. ``csrc/decode_step.c`` is the same step as
-:func:`gpt2ln.kv_cache.decode_step` (LayerNorm, products, causal attention over the cache,
+:func:`gpt2ln.model.generate.decode_step` (LayerNorm, products, causal attention over the cache,
 GELU, residuals, ``ln_f``, the tied unembedding) as ~100 lines of plain C, in the spirit of
 llm.c: one call per token, on PyTorch's own weight and cache memory (pointers, no copies),
 each product split over the threads with OpenMP. It is a speed path, like gpt-fast's compiled
@@ -13,7 +13,7 @@ step or llama.cpp: the readable path stays :class:`gpt2ln.GPT2`'s forward, and t
 that both give the same tokens.
 
 ``csrc/norms.c`` holds the one-pass LayerNorm, RMSNorm and DyT kernels that the norm modules
-use for large CPU inputs at inference (:func:`norm`, called by ``gpt2ln.fused``).
+use for large CPU inputs at inference (:func:`norm`, called by ``gpt2ln.lab.fast.kernels``).
 
 :func:`load` compiles both files once per machine (``cc -O3 -march=native -fopenmp``, about a
 second; the library is kept in ``~/.cache/gpt2ln``, or ``$GPT2LN_CACHE``, keyed by the sources,
@@ -199,7 +199,7 @@ def supports(model: nn.Module, batch: int = 1) -> str | None:
         return "dropout is active (call model.eval())"
     norms = [m for b in model.h for m in (b.ln_1, b.ln_2)] + [model.ln_f]
     # gpt2ln.LayerNorm by name: norms imports fused, which imports this module
-    if any(type(m).__qualname__ != "LayerNorm" or type(m).__module__ != "gpt2ln.norms" for m in norms):
+    if any(type(m).__qualname__ != "LayerNorm" or type(m).__module__ != "gpt2ln.model.norms" for m in norms):
         return "a norm that is not gpt2ln.LayerNorm"
     if any(m.eps != cfg.layer_norm_epsilon for m in norms):
         return f"a LayerNorm whose eps is not the config's {cfg.layer_norm_epsilon}"
@@ -224,9 +224,9 @@ def _params(model: nn.Module) -> list[torch.Tensor | None]:
     return [*out, model.wte.weight, model.wpe.weight, model.ln_f.weight, model.ln_f.bias]
 
 
-class NativeStep:  # kv: a gpt2ln.kv_cache.KVCache (not imported: kv_cache imports this module)
+class NativeStep:  # kv: a gpt2ln.model.kv_cache.KVCache (not imported: kv_cache imports this module)
     """``step(tok)``: the C decoding step of ``model`` for token ids tok ``[1, 1]`` at position
-    ``kv.length``, writing into the :class:`gpt2ln.kv_cache.KVCache` ``kv`` -> logits ``[1, vocab]``;
+    ``kv.length``, writing into the :class:`gpt2ln.model.kv_cache.KVCache` ``kv`` -> logits ``[1, vocab]``;
     advances ``kv`` by one. Build it with :meth:`create`, which returns None where the step is
     unavailable or does not support the model."""
 

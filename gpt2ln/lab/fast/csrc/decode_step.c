@@ -1,10 +1,10 @@
 /* One decoding step of a pre-norm GPT-2, for one sequence, in plain C (in the spirit of llm.c).
  *
- * gpt2ln.native compiles this file with the system's C compiler and calls gpt2ln_decode_step
+ * gpt2ln.lab.fast.native compiles this file with the system's C compiler and calls gpt2ln_decode_step
  * once per generated token: the new token's embedding, then per block
  *     x += c_proj(attention(ln_1(x)))    (this token's key and value written into the cache)
  *     x += mlp_c_proj(gelu(c_fc(ln_2(x))))
- * then ln_f and the tied unembedding. The same formulas as gpt2ln.kv_cache.decode_step, on the
+ * then ln_f and the tied unembedding. The same formulas as gpt2ln.model.generate.decode_step, on the
  * same weights (PyTorch's own memory, never copied) and the same KV cache, with nothing between
  * the products: a decoding step reads every weight once, so its time is the time to stream the
  * weights from memory, and each matrix-vector product below splits its rows over the threads.

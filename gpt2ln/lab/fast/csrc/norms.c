@@ -1,5 +1,5 @@
 /* One-pass norm kernels for the modules gpt2ln.LayerNorm, RMSNorm and DyT on large CPU inputs
- * (gpt2ln.fused calls them, through gpt2ln.native, when autograd is not recording).
+ * (gpt2ln.lab.fast.kernels calls them, through gpt2ln.lab.fast.native, when autograd is not recording).
  *
  * A norm reads x [rows, d] once and writes y once, so its speed limit is a copy's. Each row is
  * read twice from the cache (its statistics, then the output) but once from memory, and the

@@ -23,13 +23,13 @@ import torch
 from hub_server import COMMIT, LocalHub, bpe_checkpoint, byte_checkpoint
 
 import gpt2ln
-import gpt2ln.loading as loading
+import gpt2ln.model.loading as loading
 from gpt2ln import GPT2
-from gpt2ln.loading import GPT2_REPO, GPT2_REVISION, is_released_gpt2
-from gpt2ln.tiny import FALLBACK_LINE, TINY_SOURCE, load_gpt2_or_tiny
+from gpt2ln.lab.pretrained import FALLBACK_LINE, TINY_SOURCE, load_gpt2_or_tiny
+from gpt2ln.model.loading import GPT2_REPO, GPT2_REVISION, is_released_gpt2
 
 REPO = "test-org/gpt2-bpe"
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 #: a failure must be reported within this many seconds (the loader runs with timeout=1 s here)
 FALLBACK_WITHIN_S = 6.0
 
@@ -201,7 +201,7 @@ def test_chapter_loads_gpt2_only_through_the_tested_loader_at_the_pinned_revisio
     code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
     calls = re.findall(r"load_gpt2_or_tiny\(([^)]*)\)", code)
     assert calls == ["GPT2_REPO, revision=GPT2_REVISION, timeout=3.0"], calls
-    assert "from gpt2ln.loading import GPT2_REPO, GPT2_REVISION" in code
+    assert "from gpt2ln.model.loading import GPT2_REPO, GPT2_REVISION" in code
     for other in ("hub_available(", "AutoTokenizer", "hf_hub_download(", 'from_pretrained("'):
         assert other not in code, f"{chapter}: loads from the Hub outside load_gpt2_or_tiny ({other})"
 
