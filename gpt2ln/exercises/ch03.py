@@ -266,9 +266,7 @@ _RMS_FIXES: dict[str, str] = {
     "forgot the x̂·mean(dx̂·x̂) term": (
         "r depends on x: the gradient that flows back through r (through mean(x²)) is −r·x̂·mean(dx̂·x̂)."
     ),
-    "wrong sign on x̂·mean(dx̂·x̂)": (
-        "the term through r is subtracted: dr/d mean(x²) = −r³/2 is negative."
-    ),
+    "wrong sign on x̂·mean(dx̂·x̂)": ("the term through r is subtracted: dr/d mean(x²) = −r³/2 is negative."),
     "doubled the x̂·mean(dx̂·x̂) term": (
         "d/dm (m + eps)^(−1/2) = −½·r³ and d mean(x²)/dx = 2x/d: the ½ and the 2 cancel, "
         "leaving −r·x̂·mean(dx̂·x̂), not twice it."
@@ -357,7 +355,7 @@ def check_rms_norm_backward(fn: Callable[..., Any]) -> None:
                 what_failed = f"on {label}, {what} is off by up to {(o - r).abs().max().item():.3g}"
                 best, explains = nearest_mistake(
                     RMS_BACKWARD_MISTAKES.values(),
-                    lambda m: _flat(m.fn(dy, x, g, EPS)),
+                    lambda m, args=(dy, x, g, EPS): _flat(m.fn(*args)),
                     _flat(outs),
                     _flat(refs),
                     TOL,
