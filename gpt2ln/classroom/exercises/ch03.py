@@ -3,10 +3,13 @@
 - ``check_layer_norm_backward(fn)``: ``fn(dy, x, g, eps=1e-5) -> (dx, dg, db)``.
 - ``check_ln_jacobian(fn)``: ``fn(x) -> J``, the ``[d, d]`` Jacobian of LayerNorm without
   affine (eps = 1e-5) at one token ``x`` ``[d]``, in closed form.
+- ``check_rms_norm_backward(fn)``: ``fn(dy, x, g, eps=1e-5) -> (dx, dg)`` for RMSNorm
+  ``y = g·x·r``, ``r = 1/sqrt(mean(x²) + eps)``: the backward the learner derives with the
+  chapter's method (``RMS_BACKWARD_MISTAKES``).
 
 Each check compares with the correct formula and, when the answer is wrong, with a
 reference implementation of every classic mistake it knows (``BACKWARD_MISTAKES``,
-``JACOBIAN_MISTAKES``), so the failure message can name the mistake.
+``JACOBIAN_MISTAKES``, ``RMS_BACKWARD_MISTAKES``), so the failure message can name the mistake.
 """
 
 from __future__ import annotations
@@ -239,3 +242,125 @@ def check_ln_jacobian(fn: Callable[..., Any]) -> None:
             what = f"on {label}, J is off by up to {err:.3g}"
             _diagnose(check, what, _flat([got]), _flat([want]), JACOBIAN_MISTAKES, (x, EPS))
     passed(check, "J = rstd·(I − 11ᵀ/d − x̂x̂ᵀ/d) on tokens of width 8 and 5, eps included")
+
+
+# ---------------------------------------------------------------- RMSNorm's backward (derived)
+
+_RMS_FORMULA = "dx = r·(dx̂ − x̂·mean(dx̂·x̂)), dx̂ = dy·g, dg = Σ dy·x̂, with x̂ = x·r, r = 1/sqrt(mean(x²) + eps)"
+
+_RMS_FIXES: dict[str, str] = {
+    "wrong sum axis": (
+        "dg is a sum over every leading axis (batch and time), one number per feature: shape (d,)."
+    ),
+    "averaged instead of summed": "dg = Σ dy·x̂ is a sum over all tokens, not a mean.",
+    "used x instead of x̂ in dg": "y = g·x̂, so dg = Σ dy·x̂ uses the normalized input x̂ = x·r, not x.",
+    "forgot to multiply dy by g": "the gradient reaching x̂ is dx̂ = dy·g; use dx̂, not dy, in dx.",
+    "kept LayerNorm's mean(dx̂) term": (
+        "RMSNorm does not subtract the mean, so no gradient flows back through a mean: "
+        "dx = r·(dx̂ − x̂·mean(dx̂·x̂)), with no − mean(dx̂)."
+    ),
+    "used LayerNorm's centred x̂": (
+        "RMSNorm does not centre: x̂ = x·r with r = 1/sqrt(mean(x²) + eps), not (x − μ)·rstd; "
+        "and with no mean there is no mean(dx̂) term either."
+    ),
+    "forgot the x̂·mean(dx̂·x̂) term": (
+        "r depends on x: the gradient that flows back through r (through mean(x²)) is −r·x̂·mean(dx̂·x̂)."
+    ),
+    "wrong sign on x̂·mean(dx̂·x̂)": ("the term through r is subtracted: dr/d mean(x²) = −r³/2 is negative."),
+    "doubled the x̂·mean(dx̂·x̂) term": (
+        "d/dm (m + eps)^(−1/2) = −½·r³ and d mean(x²)/dx = 2x/d: the ½ and the 2 cancel, "
+        "leaving −r·x̂·mean(dx̂·x̂), not twice it."
+    ),
+    "summed instead of averaged in the x̂ term": (
+        "mean(x²) divides by d, so the term through r carries 1/d: x̂·mean(dx̂·x̂), not x̂·Σ dx̂·x̂."
+    ),
+    "used rms instead of r": (
+        "dx is multiplied by r = 1/sqrt(mean(x²) + eps), not by the root mean square sqrt(mean(x²) + eps)."
+    ),
+    "forgot eps": (
+        "r = 1/sqrt(mean(x²) + eps): without eps the answer is off by a relative eps/(2·mean(x²)), "
+        "which is large when mean(x²) is comparable to eps."
+    ),
+}
+
+
+def _rms_backward(
+    dy: torch.Tensor, x: torch.Tensor, g: torch.Tensor, eps: float, mistake: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The correct (dx, dg) of RMSNorm, or what one named mistake gives."""
+    if mistake == "used LayerNorm's centred x̂":
+        dx, dg, _ = _backward(dy, x, g, eps)
+        return dx, dg
+    r = 1.0 / torch.sqrt((x * x).mean(-1, keepdim=True) + (0.0 if mistake == "forgot eps" else eps))
+    xhat = x * r
+    dg = (dy * (x if mistake == "used x instead of x̂ in dg" else xhat)).reshape(-1, dy.shape[-1]).sum(0)
+    if mistake == "averaged instead of summed":
+        dg = dg / dy.reshape(-1, dy.shape[-1]).shape[0]
+    dxhat = dy if mistake == "forgot to multiply dy by g" else dy * g
+    reduce = torch.sum if mistake == "summed instead of averaged in the x̂ term" else torch.mean
+    term = xhat * reduce(dxhat * xhat, -1, keepdim=True)
+    term = {
+        "forgot the x̂·mean(dx̂·x̂) term": 0.0 * term,
+        "wrong sign on x̂·mean(dx̂·x̂)": -term,
+        "doubled the x̂·mean(dx̂·x̂) term": 2.0 * term,
+    }.get(mistake, term)
+    if mistake == "kept LayerNorm's mean(dx̂) term":
+        term = term + dxhat.mean(-1, keepdim=True)
+    scale = 1.0 / r if mistake == "used rms instead of r" else r
+    return scale * (dxhat - term), dg
+
+
+RMS_BACKWARD_MISTAKES: dict[str, Mistake] = {
+    k: Mistake(k, v, lambda dy, x, g, eps, k=k: _rms_backward(dy, x, g, eps, k))
+    for k, v in _RMS_FIXES.items()
+    if k != "wrong sum axis"  # told by dg's shape
+}
+
+
+def _rms_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(5)
+    cases = []
+    for label, shape, offset, scale in [
+        ("x of shape [2, 3, 8], features 1 + 3·N(0, 1)", (2, 3, 8), 1.0, 3.0),
+        ("x of shape [5, 6], features −0.002 + 0.003·N(0, 1) (mean(x²) near eps)", (5, 6), -2e-3, 3e-3),
+    ]:
+        d = shape[-1]
+        x = offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)
+        g = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
+        dy = torch.randn(shape, generator=gen, dtype=torch.float64)
+        cases.append((label, dy, x, g))
+    return cases
+
+
+def check_rms_norm_backward(fn: Callable[..., Any]) -> None:
+    """Check ``fn(dy, x, g, eps=1e-5) -> (dx, dg)`` for RMSNorm ``y = g·x̂``, ``x̂ = x/sqrt(mean(x²) + eps)``.
+
+    dy, x: ``[..., d]`` float64; g: ``[d]``. Expected: dx ``[..., d]``, dg ``[d]`` (summed over
+    every leading axis).
+    """
+    check = "check_rms_norm_backward"
+    for label, dy, x, g in _rms_cases():
+        d = x.shape[-1]
+        out = call(check, fn, dy.clone(), x.clone(), g.clone(), eps=EPS)
+        out = as_tuple(check, out, ("dx", "dg"))
+        dx = as_tensor(check, out[0], x, "dx")
+        shape = tuple(out[1].shape) if hasattr(out[1], "shape") else None
+        if shape != (d,):
+            why = f"wrong sum axis: {_RMS_FIXES['wrong sum axis']}"
+            fail(check, f"on {label}, dg has shape {shape}, expected ({d},)", why)
+        dg = as_tensor(check, out[1], torch.empty(d, dtype=x.dtype), "dg")
+        outs, refs = (dx, dg), _rms_backward(dy, x, g, EPS)
+        for o, r, what in zip(outs, refs, ("dx", "dg"), strict=True):
+            if not close(o, r, TOL):
+                what_failed = f"on {label}, {what} is off by up to {(o - r).abs().max().item():.3g}"
+                best, explains = nearest_mistake(
+                    RMS_BACKWARD_MISTAKES.values(),
+                    lambda m, args=(dy, x, g, EPS): _flat(m.fn(*args)),
+                    _flat(outs),
+                    _flat(refs),
+                    TOL,
+                )
+                if best is not None and explains:
+                    fail_mistake(check, what_failed, best.label, best.fix)
+                fail(check, f"{what_failed} (no single classic mistake explains it); expected {_RMS_FORMULA}")
+    passed(check, "dx and dg match the derived formula on [2, 3, 8] and [5, 6] inputs, eps included")
