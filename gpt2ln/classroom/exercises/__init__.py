@@ -13,7 +13,7 @@ Copy that pattern for a new chapter.
 from ._core import call, fail, passed
 from .ch01 import check_invariance, check_residual_norms
 from .ch02 import check_layer_norm, check_layernorm_param_count
-from .ch03 import check_layer_norm_backward, check_ln_jacobian
+from .ch03 import check_layer_norm_backward, check_ln_jacobian, check_rms_norm_backward
 from .ch04 import check_welford, check_welford_merge
 from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
 from .ch06 import check_causal_attention, check_gelu
@@ -35,6 +35,7 @@ __all__ = [
     "check_invariance",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_rms_norm_backward",
     "check_layernorm_param_count",
     "check_ln_jacobian",
     "check_logit_lens",
