@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gpt2ln import GPT2Config, native
+from gpt2ln import GPT2Config
 from gpt2ln.lab.bench import (
     bench_forward,
     bench_generate,
@@ -19,6 +19,7 @@ from gpt2ln.lab.bench import (
     profile_generate,
     run,
 )
+from gpt2ln.lab.fast import native
 
 TINY = GPT2Config(vocab_size=97, n_ctx=64, n_embd=32, n_layer=2, n_head=4)
 

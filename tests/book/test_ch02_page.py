@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-NB = Path(__file__).resolve().parents[1] / "notebooks" / "02_layernorm.ipynb"
+NB = Path(__file__).resolve().parents[2] / "notebooks" / "02_layernorm.ipynb"
 CELLS = json.loads(NB.read_text(encoding="utf-8"))["cells"]
 HIDDEN = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
 BOOKKEEPING = [
