@@ -139,7 +139,35 @@ INV_MISTAKES = {
     "tolerance too strict": lambda f, x: invariance(f, x, compare=torch.equal),
     "tolerance too loose": lambda f, x: invariance(f, x, atol=0.1),
     "tested only one direction": lambda f, x: invariance(f, x, factors=(10.0,)),
+    "tested only one sign of shift": lambda f, x: invariance(f, x, shifts=(0.5, 3.0)),
 }
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"atol": 1e-2},  # the tolerance the exercise calls too loose
+        {"atol": 1e-2, "shifts": (0.5, 3.0)},
+        {"atol": 1e-2, "factors": (0.5, 2.0), "shifts": (-0.5, 0.5)},
+        {"atol": 1e-2, "factors": (0.01, 100.0), "shifts": (-0.5, 0.5)},
+    ],
+)
+def test_invariance_tolerance_1e_2_is_too_loose(kwargs):
+    with pytest.raises(AssertionError, match="tolerance too loose"):
+        check_invariance(lambda f, x: invariance(f, x, **kwargs))
+
+
+@pytest.mark.parametrize("shifts", [(0.5, 3.0), (-3.0, -0.5), (3.0,), (-3.0,)])
+def test_invariance_one_sign_of_shift_is_named(shifts):
+    with pytest.raises(AssertionError, match="tested only one sign of shift"):
+        check_invariance(lambda f, x: invariance(f, x, shifts=shifts))
+
+
+@pytest.mark.parametrize("atol", [1e-8, 1e-6, 1e-5])
+@pytest.mark.parametrize("factors", [(0.1, 10.0), (0.5, 2.0), (0.05, 0.3, 7.0)])
+def test_invariance_tight_tolerances_and_other_values_pass(atol, factors, capsys):
+    check_invariance(lambda f, x: invariance(f, x, atol=atol, factors=factors, shifts=(-0.5, 2.0)))
+    assert "✓ check_invariance" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(INV_MISTAKES))

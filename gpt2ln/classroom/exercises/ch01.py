@@ -210,8 +210,12 @@ def _case_table() -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor], boo
         "dominates (keep factors within 1e-2..1e2)."
     )
     loose = (
-        "tolerance too loose: this norm changes the output by a few hundredths (a few percent); a "
-        "tolerance that large hides a real dependence. Use something like atol=1e-8."
+        "tolerance too loose: this norm changes the output by a few thousandths; a tolerance that "
+        "large (1e-2, say) hides a real dependence. Use something like atol=1e-8."
+    )
+    one_sign = (
+        "tested only one sign of shift: this norm ignores shifts of one sign but not of the other; "
+        "try shifts of both signs, e.g. -3 and 3."
     )
     return [
         ("LayerNorm", _ln, True, True, strict),
@@ -225,15 +229,15 @@ def _case_table() -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor], boo
             "mean subtraction removes any shift, but a scaled input gives a scaled output.",
         ),
         (
-            "a norm that removes 99% of the mean ((x - 0.99*mean) / std)",
-            lambda x: (x - 0.99 * x.mean(dim=-1, keepdim=True)) / x.std(dim=-1, keepdim=True, correction=0),
+            "a norm that removes 99.9% of the mean ((x - 0.999*mean) / std)",
+            lambda x: (x - 0.999 * x.mean(dim=-1, keepdim=True)) / x.std(dim=-1, keepdim=True, correction=0),
             True,
             False,
             loose,
         ),
         (
-            "a nearly scale-free norm (x / rms(x)**0.99)",
-            lambda x: x / _rms_of(x).pow(0.99),
+            "a nearly scale-free norm (x / rms(x)**0.999)",
+            lambda x: x / _rms_of(x).pow(0.999),
             False,
             False,
             loose,
@@ -253,6 +257,20 @@ def _case_table() -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor], boo
             False,
             "tested only one direction: this is invariant to shrinking (factors < 1) but not to scaling "
             "UP; try factors both below and above 1, e.g. 0.1 and 10.",
+        ),
+        (
+            "a norm that subtracts the mean only where it is positive ((x - max(mean, 0)) / std)",
+            lambda x: (x - x.mean(dim=-1, keepdim=True).clamp(min=0.0)) / x.std(dim=-1, keepdim=True, correction=0),
+            True,
+            False,
+            one_sign,
+        ),
+        (
+            "a norm that subtracts the mean only where it is negative ((x - min(mean, 0)) / std)",
+            lambda x: (x - x.mean(dim=-1, keepdim=True).clamp(max=0.0)) / x.std(dim=-1, keepdim=True, correction=0),
+            True,
+            False,
+            one_sign,
         ),
     ]
 
@@ -277,11 +295,12 @@ def check_invariance(fn: Callable[[Callable[[torch.Tensor], torch.Tensor], torch
     """Check ``fn(norm_fn, x)`` -> ``{"scale": bool, "shift": bool}``.
 
     ``norm_fn`` maps ``[N, d]`` to ``[N, d]`` row by row; ``x`` is ``[N, d]`` float64 with
-    per-row RMS 1. ``"scale"``: norm_fn(a * x) equals norm_fn(x) (up to rounding) for every
+    per-row mean 0 and RMS 1. ``"scale"``: norm_fn(a * x) equals norm_fn(x) (up to rounding) for every
     factor a > 0; ``"shift"``: norm_fn(x + b) equals norm_fn(x) for every number b.
     """
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 64, generator=g, dtype=torch.float64)
+    x = x - x.mean(dim=-1, keepdim=True)  # mean 0 per row: the one-sign shift norms sit at their kink
     x = x / _rms_of(x)  # RMS exactly 1 per row: the clipping and flooring norms sit at their kink
     for name, norm_fn, want_scale, want_shift, likely in _case_table():
         out = call(_INV, fn, norm_fn, x.clone())
