@@ -136,6 +136,10 @@ def _merge(a, b, *, mean_rule="right", m2_rule="right", as_var=False, count="sum
         m2 = m2_a + m2_b + delta**2 * n_a * n_b / n
     elif m2_rule == "no between":
         m2 = m2_a + m2_b
+    elif m2_rule == "n squared":  # a derivation slip: squared the 1/n of (mu_a - mu) but summed no n_a
+        m2 = m2_a + m2_b + (mean_a - mean_b) ** 2 * n_a * n_b / (n_a + n_b) ** 2
+    elif m2_rule == "no 1/n":
+        m2 = m2_a + m2_b + n_a * n_b * delta * delta
     else:  # no factor
         m2 = m2_a + m2_b + delta**2
     return n, mean, (m2 / n if as_var else m2)
@@ -146,6 +150,8 @@ WRONG_MERGE = {
     "weights swapped": lambda a, b: _merge(a, b, mean_rule="swapped"),
     "forgot the between-group term": lambda a, b: _merge(a, b, m2_rule="no between"),
     "missing n_a·n_b/n factor": lambda a, b: _merge(a, b, m2_rule="no factor"),
+    "between-group term over n²": lambda a, b: _merge(a, b, m2_rule="n squared"),
+    "between-group term not divided by n": lambda a, b: _merge(a, b, m2_rule="no 1/n"),
     "returned a variance, not m2": lambda a, b: _merge(a, b, as_var=True),
     "wrong count": lambda a, b: _merge(a, b, count="max"),
 }

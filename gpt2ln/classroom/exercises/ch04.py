@@ -114,6 +114,8 @@ def _merged(
         "right": qa + qb + delta**2 * n_a * n_b / n,
         "no between": qa + qb,
         "no factor": qa + qb + delta**2,
+        "over n squared": qa + qb + delta**2 * n_a * n_b / n**2,
+        "not over n": qa + qb + delta**2 * n_a * n_b,
     }
     m2s["variance"] = m2s["right"] / n
     return torch.stack([means[mean], m2s[m2]])
@@ -143,6 +145,18 @@ MERGE_MISTAKES: dict[str, Mistake] = {
             "missing n_a·n_b/n factor",
             "the between-group term is delta² · n_a · n_b / n, not delta².",
             lambda a, b: _merged(a, b, m2="no factor"),
+        ),
+        Mistake(  # a derivation slip: (mu_a - mu)² summed over part a is n_a (delta n_b / n)²
+            "between-group term over n²",
+            "summing (mu_a - mu)² = (delta · n_b / n)² over the n_a elements of a, and (delta · n_a / n)² "
+            "over the n_b of b, gives delta² · n_a · n_b · (n_b + n_a) / n² = delta² · n_a · n_b / n: "
+            "one factor of n cancels.",
+            lambda a, b: _merged(a, b, m2="over n squared"),
+        ),
+        Mistake(
+            "between-group term not divided by n",
+            "the between-group term is delta² · n_a · n_b / n: mu_a - mu = -delta · n_b / n carries a 1/n.",
+            lambda a, b: _merged(a, b, m2="not over n"),
         ),
         Mistake(
             "returned a variance, not m2",
