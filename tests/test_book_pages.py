@@ -314,7 +314,7 @@ def test_checked_page_states_the_floors_of_requirements_txt():
     stated = re.findall(r"`([\w-]+)>=([\d.]+)`", text)
     assert len(stated) >= 5
     for name, version in stated:
-        assert floors.get(name) == version, f"checked.md states {name}>={version}; requirements.txt: {floors.get(name)}"
+        assert floors.get(name) == version, f"checked.md: {name}>={version}, requirements: {floors.get(name)}"
     held = re.search(r'TORCH_SPEC:-(torch==[\d.]+)', (ROOT / "scripts" / "setup.sh").read_text())[1]
     assert f"(`{held}`)" in text
 
@@ -345,7 +345,8 @@ def test_checked_page_states_the_kernel_switches_of_the_package():
     text = _prose("checked.md")
     exponent = int(math.log2(fused.MIN_NUMEL))
     assert 2**exponent == fused.MIN_NUMEL
-    assert f"`gpt2ln.fused.MIN_NUMEL` = 2^{exponent} elements ({fused.MIN_NUMEL * 4 // 2**20} MiB of float32)" in text
+    mib = fused.MIN_NUMEL * 4 // 2**20
+    assert f"`gpt2ln.fused.MIN_NUMEL` = 2^{exponent} elements ({mib} MiB of float32)" in text
     assert "default `~/.cache/gpt2ln`" in text
     assert str(native._cache_dir()).endswith(".cache/gpt2ln") or "GPT2LN_CACHE" in os.environ
     # every GPT2LN_ variable the package and the notebooks read is on the page, and no other
