@@ -22,7 +22,8 @@ UserWarning: x</pre></div></div>
 <summary>Show code cell source</summary><div class="cell_input docutils container">
 <pre>assert c  # GPT2LN_SEED, nbval</pre></div></details>
 <div class="cell_output docutils container"><pre>gpt2ln.fused.STATUS</pre></div></div>
-<div class="cell tag_hide-output docutils container"><div class="cell_input docutils container"><pre>y = 2</pre>
+<div class="cell tag_hide-output docutils container">
+<div class="cell_input docutils container"><pre>y = 2</pre>
 </div><details class="hide below-input"><summary>Show code cell output</summary>
 <div class="cell_output docutils container"><pre>Traceback MIN_NUMEL</pre></div></details></div>
 <div class="solution dropdown admonition"><p class="admonition-title">Solution</p><p>book/quotes</p></div>
