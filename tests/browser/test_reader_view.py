@@ -38,14 +38,14 @@ def test_every_declared_chapter_exists():
 
 def test_report_the_counts_of_every_chapter():
     """Always passes; prints (at the end of the run) what each chapter's reader sees."""
-    REPORT.append(f"{'chapter':<32} {'terms':>5} {'asserts':>7} {'errors':>6}  clean?  terms seen")
+    REPORT.append(f"{'chapter':<38} {'terms':>5} {'asserts':>7} {'errors':>6}  clean?  terms seen")
     for n, page in sorted(CHAPTERS.items()):
         view = reader_view(SITE / page, page)
         terms, asserts, errors = view.terms(), view.asserts(), view.error_names()
         ok = not terms and asserts <= MAX_ASSERTS and not errors
         flag = ("yes" if ok else "no") + (" (declared)" if n in READER_CLEAN else "")
         seen = ", ".join(f"{t} x{k}" for t, k in terms.items())
-        REPORT.append(f"{page:<32} {sum(terms.values()):>5} {asserts:>7} {len(errors):>6}  {flag:<6}  {seen}")
+        REPORT.append(f"{page:<38} {sum(terms.values()):>5} {asserts:>7} {len(errors):>6}  {flag:<6}  {seen}")
 
 
 @pytest.mark.parametrize("n", READER_CLEAN)
