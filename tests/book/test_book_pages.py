@@ -1,6 +1,8 @@
 """The prose pages agree with the chapters: learning-path times, citations."""
 
+import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -21,7 +23,7 @@ def _toc_notebooks() -> list[Path]:
 def _learning_path() -> dict[int, str]:
     """Chapter number -> the Exercises column of the learning-path table in book/intro.md."""
     page = (BOOK / "intro.md").read_text(encoding="utf-8")
-    section = page.split("## A learning path", 1)[1].split("\n## ", 1)[0]
+    section = page.split("## A learning path", 1)[1].split(" ## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -266,3 +268,91 @@ def test_instructors_page_states_the_recorded_autograde_times():
     assert f"({span(training, 'wall_s')} s of wall-clock time, under a load average of" in text
     assert f"under a load average of {span(training, 'load1')})" in text
     assert min(t["cpu_s"] for t in training.values()) > max(t["cpu_s"] for t in plain.values())
+
+
+# book/checked.md, "How this book is checked": every number and name on it, from the code
+
+
+def test_checked_page_is_in_the_appendices():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    appendices = next(p for p in toc["parts"] if p.get("caption") == "Appendices")
+    assert "book/checked" in {c["file"] for c in appendices["chapters"]}
+
+
+def test_checked_page_states_the_budgets_that_check_exec_times_enforces():
+    check = _script("check_exec_times")
+    text = _prose("checked.md")
+    stated: dict[int, int] = {}
+    for seconds, chapters in re.findall(r"(\d+) s for (chapters? [\d, and to]+?)[;.]", text):
+        span = re.fullmatch(r"chapters (\d+) to (\d+)", chapters.strip())
+        numbers = range(int(span[1]), int(span[2]) + 1) if span else map(int, re.findall(r"\d+", chapters))
+        for n in numbers:
+            stated[n] = int(seconds)
+    chapters = sorted(int(p.name.split("_")[0]) for p in ROOT.glob("notebooks/*.ipynb"))
+    assert stated == {n: check.BUDGETS.get(n, 60) for n in chapters}
+    assert f"{check.TOTAL_BUDGET} s for all of them together" in text
+
+
+def test_checked_page_states_the_seeds_of_chapter_seeds(monkeypatch):
+    from gpt2ln.seeds import SEED_ENV, chapter_seeds
+
+    text = _prose("checked.md")
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    monkeypatch.delenv(SEED_ENV, raising=False)
+    seeds = chapter_seeds()
+    assert f"{words[len(seeds)]} consecutive ones from a base seed" in text
+    assert f"`{SEED_ENV}` sets (default {seeds[0]}, so seeds {seeds[0]}, {seeds[1]} and {seeds[2]})" in text
+    monkeypatch.setenv(SEED_ENV, "1")
+    s = chapter_seeds()
+    assert f"`{SEED_ENV}=1` reruns the chapter on seeds {s[0]}, {s[1]} and {s[2]}" in text
+
+
+def test_checked_page_states_the_floors_of_requirements_txt():
+    requirements = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    floors = dict(re.findall(r"^([\w-]+)>=([\d.]+)", requirements, flags=re.M))
+    text = _prose("checked.md")
+    stated = re.findall(r"`([\w-]+)>=([\d.]+)`", text)
+    assert len(stated) >= 5
+    for name, version in stated:
+        assert floors.get(name) == version, f"checked.md: {name}>={version}, requirements: {floors.get(name)}"
+    held = re.search(r'TORCH_SPEC:-(torch==[\d.]+)', (ROOT / "scripts" / "setup.sh").read_text())[1]
+    assert f"(`{held}`)" in text
+
+
+def test_checked_page_states_colabs_versions():
+    pins = (ROOT / "tests" / "colab" / "colab-preinstalled.txt").read_text(encoding="utf-8")
+    text = _prose("checked.md")
+    colab_part = text.split("## The Colab lane", 1)[1].split(" ## ", 1)[0]
+    stated = re.findall(r"`([\w-]+)==([\d.]+)`", colab_part)
+    assert stated
+    for name, version in stated:
+        assert f"\n{name}=={version}\n" in pins, f"checked.md: {name}=={version} is not Colab's pin"
+    torch = re.search(r"Colab: ([\d.]+)\+cpu", pins)[1]
+    assert f"Colab's torch is {torch}" in text
+
+
+def test_checked_page_states_the_pinned_commits():
+    text = _prose("checked.md")
+    sources = json.loads((BOOK / "quotes" / "sources.json").read_text(encoding="utf-8"))["sources"]
+    rmsnorm = json.loads((BOOK / "quotes" / "bzhangGo-rmsnorm" / "source.json").read_text(encoding="utf-8"))
+    for src in [*sources, rmsnorm]:
+        assert f"| {src['repo']}," in text and f"| `{src['commit'][:7]}` |" in text, src["repo"]
+
+
+def test_checked_page_states_the_kernel_switches_of_the_package():
+    from gpt2ln import fused, native
+
+    text = _prose("checked.md")
+    exponent = int(math.log2(fused.MIN_NUMEL))
+    assert 2**exponent == fused.MIN_NUMEL
+    mib = fused.MIN_NUMEL * 4 // 2**20
+    assert f"`gpt2ln.fused.MIN_NUMEL` = 2^{exponent} elements ({mib} MiB of float32)" in text
+    assert "default `~/.cache/gpt2ln`" in text
+    assert str(native._cache_dir()).endswith(".cache/gpt2ln") or "GPT2LN_CACHE" in os.environ
+    # every GPT2LN_ variable the package and the notebooks read is on the page, and no other
+    read = set()
+    for path in [*ROOT.glob("gpt2ln/**/*.py"), *ROOT.glob("notebooks/*.ipynb")]:
+        read |= set(re.findall(r"GPT2LN_[A-Z_]+", path.read_text(encoding="utf-8")))
+    read.discard("GPT2LN_COMMON_H")  # a C include guard, not a variable
+    named = set(re.findall(r"`(GPT2LN_[A-Z_]+)", text))
+    assert named == read, (named, read)

@@ -61,6 +61,26 @@ def test_every_notebook_has_the_same_setup_cell():
     assert [name for name, cell in cells.items() if cell != first] == []
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_setup_cell_is_hidden_on_the_site_and_one_folded_line_in_colab(path):
+    """remove-cell: the site does not show it; a form cell (#@title + cellView form): Colab
+    shows its title only. scripts/set_setup_cell.py writes it in every notebook."""
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    assert "remove-cell" in cell.metadata.get("tags", []), f"{path.name}: tag the set-up cell remove-cell"
+    assert cell.metadata.get("cellView") == "form", f'{path.name}: the set-up cell needs "cellView": "form"'
+    assert cell.source.splitlines()[0] == "#@title Setup: install gpt2ln where it is missing (Colab)"
+
+
+def test_setup_cell_is_what_the_script_writes():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "set_setup_cell.py"), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def test_setup_cell_installs_an_extra_of_only_what_colab_preinstalls():
     """The first cell's extra adds nothing Colab lacks (no jupyter-book, no myst-nb): the
     Colab-path test (tests/colab) checks the versions too."""

@@ -63,3 +63,13 @@ def context(browser):
         yield ctx
     finally:
         ctx.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The per-chapter counts of test_reader_view.py (what a reader sees on each chapter page)."""
+    from readerview import REPORT
+
+    if REPORT:
+        terminalreporter.section("chapter pages as a reader sees them (tests/browser/test_reader_view.py)")
+        for line in REPORT:
+            terminalreporter.write_line(line)

@@ -127,6 +127,16 @@ def test_first_cell_installs_gpt2ln_and_replaces_none_of_colabs_packages(tmp_pat
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_cell_is_one_folded_line_in_colab(path):
+    """Colab shows a form cell (first line ``#@title ...``, metadata ``cellView: form``) as its
+    title only; the site drops it (``remove-cell``). The runs below execute it all the same."""
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    assert cell.source.startswith("#@title Setup: install gpt2ln where it is missing (Colab)\n")
+    assert cell.metadata.get("cellView") == "form"
+    assert "remove-cell" in cell.metadata.get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_path):
     uninstall_gpt2ln()
     before = installed()
