@@ -188,7 +188,7 @@ def test_glossary_counts_and_constants_match_the_package():
 def test_glossary_gelu_is_the_packages_gelu():
     import torch
 
-    from gpt2ln.model.blocks import gelu
+    from gpt2ln.model.mlp import gelu
 
     text = _prose("glossary.md")
     assert "\\tanh(\\sqrt{2/\\pi}\\,(x + 0.044715\\,x^3))" in text
@@ -294,7 +294,7 @@ def test_checked_page_states_the_budgets_that_check_exec_times_enforces():
 
 
 def test_checked_page_states_the_seeds_of_chapter_seeds(monkeypatch):
-    from gpt2ln.seeds import SEED_ENV, chapter_seeds
+    from gpt2ln.lab.seeds import SEED_ENV, chapter_seeds
 
     text = _prose("checked.md")
     words = {2: "two", 3: "three", 4: "four", 5: "five"}
@@ -340,13 +340,14 @@ def test_checked_page_states_the_pinned_commits():
 
 
 def test_checked_page_states_the_kernel_switches_of_the_package():
-    from gpt2ln import fused, native
+    from gpt2ln.lab.fast import kernels as fused
+    from gpt2ln.lab.fast import native
 
     text = _prose("checked.md")
     exponent = int(math.log2(fused.MIN_NUMEL))
     assert 2**exponent == fused.MIN_NUMEL
     mib = fused.MIN_NUMEL * 4 // 2**20
-    assert f"`gpt2ln.fused.MIN_NUMEL` = 2^{exponent} elements ({mib} MiB of float32)" in text
+    assert f"`gpt2ln.lab.fast.kernels.MIN_NUMEL` = 2^{exponent} elements ({mib} MiB of float32)" in text
     assert "default `~/.cache/gpt2ln`" in text
     assert str(native._cache_dir()).endswith(".cache/gpt2ln") or "GPT2LN_CACHE" in os.environ
     # every GPT2LN_ variable the package and the notebooks read is on the page, and no other

@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("readerview", ROOT / "tests" / "browser" / "readerview.py")
 readerview = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("readerview", readerview)  # dataclasses look their module up

@@ -22,7 +22,7 @@ TERMS: list[tuple[str, str]] = [
     ("float path", r"float[ -]paths?\b"),
     ("portable path", r"portable (?:float )?paths?\b"),
     ("GPT2LN_ (an environment variable)", r"GPT2LN_[A-Z]"),
-    ("gpt2ln.fused", r"gpt2ln\.fused"),
+    ("gpt2ln.lab.fast.kernels", r"gpt2ln\.fused"),
     ("STATUS", r"(?-i:\bSTATUS\b)"),
     ("MIN_NUMEL", r"MIN_NUMEL"),
     ("~/.cache/gpt2ln", r"\.cache/gpt2ln"),

@@ -260,14 +260,18 @@ def _case_table() -> list[tuple[str, Callable[[torch.Tensor], torch.Tensor], boo
         ),
         (
             "a norm that subtracts the mean only where it is positive ((x - max(mean, 0)) / std)",
-            lambda x: (x - x.mean(dim=-1, keepdim=True).clamp(min=0.0)) / x.std(dim=-1, keepdim=True, correction=0),
+            lambda x: (
+                (x - x.mean(dim=-1, keepdim=True).clamp(min=0.0)) / x.std(dim=-1, keepdim=True, correction=0)
+            ),
             True,
             False,
             one_sign,
         ),
         (
             "a norm that subtracts the mean only where it is negative ((x - min(mean, 0)) / std)",
-            lambda x: (x - x.mean(dim=-1, keepdim=True).clamp(max=0.0)) / x.std(dim=-1, keepdim=True, correction=0),
+            lambda x: (
+                (x - x.mean(dim=-1, keepdim=True).clamp(max=0.0)) / x.std(dim=-1, keepdim=True, correction=0)
+            ),
             True,
             False,
             one_sign,
