@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import gpt2ln
-from gpt2ln import fused, native
+from gpt2ln.lab.fast import kernels as fused
+from gpt2ln.lab.fast import native
 
 WIDTHS = [1, 2, 3, 7, 64, 768, 1000, 4096, 16384, 65536, 2**20, 2**21 + 13]
 REGIMES = ["normal", "offset1e3", "offset1e4", "tiny", "huge", "constant", "mixed"]
