@@ -23,22 +23,19 @@ CI (``CI`` set), where it exits 1.
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 import io
 import os
-import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 from booktoc import ROOT, Doc, chapters
+from localsite import CHROMIUM_ARGS, find_chromium, serve
 
 PDF_NAME = "gpt2ln.pdf"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 # Added to every page before printing (the theme's own print CSS already hides the sidebars).
 PRINT_CSS = """
 @page { size: A4; margin: 14mm 12mm 16mm 12mm; }
@@ -65,32 +62,6 @@ _OPEN_JS = """() => {
     e.classList.remove("toggle-hidden");
   });
 }"""
-
-
-def find_chromium() -> str | None:
-    """$CHROMIUM, else Debian's /usr/bin/chromium, else one on PATH (as tests/browser does)."""
-    for candidate in (
-        os.environ.get("CHROMIUM"),
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-        shutil.which("google-chrome"),
-    ):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass
 
 
 def _settle(page) -> None:
@@ -122,12 +93,8 @@ def _print_pages(site: Path, docs: list[Doc]) -> tuple[list[bytes], str]:
     """Each document printed by Chromium, and the base URL they were served from."""
     from playwright.sync_api import sync_playwright
 
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    server = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
     pdfs = []
-    try:
+    with serve(site) as base:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1000, "height": 1400}, color_scheme="light")
@@ -145,9 +112,6 @@ def _print_pages(site: Path, docs: list[Doc]) -> tuple[list[bytes], str]:
                 pdfs.append(page.pdf(prefer_css_page_size=True, print_background=True, outline=False))
                 page.close()
             browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
     return pdfs, base
 
 

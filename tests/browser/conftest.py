@@ -8,38 +8,33 @@ fails them.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
-
 import pytest
-from sitetools import CHROMIUM_ARGS, SITE, find_chromium
+from sitetools import CHROMIUM_ARGS, SITE, find_chromium, in_ci, serve, why_unavailable
+
+#: the test modules that drive Chromium over the built site (test_reader_view.py reads the HTML only)
+BROWSER_MODULES = {"test_dark_mode", "test_downloads", "test_live_figures", "test_site"}
+_REASON: list[str | None] = []
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # a tab closed mid-request (BrokenPipeError): the browser's events report real failures
+@pytest.fixture(autouse=True, scope="module")  # before the modules' own module fixtures
+def _needs_site_and_browser(request):
+    """Each browser test skips, saying why, when Playwright, Chromium or the built site is missing;
+    in CI (CI set) it fails instead: there they must run."""
+    if request.module.__name__ not in BROWSER_MODULES:
+        return
+    if not _REASON:
+        _REASON.append(why_unavailable())
+    if _REASON[0]:
+        if in_ci():
+            pytest.fail(f"browser tests cannot run in CI: {_REASON[0]}", pytrace=False)
+        pytest.skip(f"browser tests skipped: {_REASON[0]}")
 
 
 @pytest.fixture(scope="session")
 def base_url():
     """The built site served on a free port of 127.0.0.1, for the whole session."""
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    server = _Server(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(SITE) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -10,39 +10,20 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
+import sys
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from localsite import CHROMIUM_ARGS, find_chromium, serve  # noqa: E402, F401  (shared with scripts/build_pdf.py)
+
 # The built site; GPT2LN_SITE=/path/to/html tests another build.
 SITE = Path(os.environ.get("GPT2LN_SITE") or ROOT / "_build" / "html").resolve()
 SCREENSHOTS = SITE.parent / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Built pages that are not chapters and need not be in the table of contents.
 NON_TOC_PAGES = {"genindex.html", "search.html", "index.html"}
-
-
-def find_chromium() -> str | None:
-    """The browser to drive: $CHROMIUM, else Debian's /usr/bin/chromium, else one on PATH."""
-    for candidate in (
-        os.environ.get("CHROMIUM"),
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-        shutil.which("google-chrome"),
-    ):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 def why_unavailable() -> str | None:

@@ -7,7 +7,7 @@ page, unreadable; the figures must bring their own light background (matplotlib'
 facecolor). Checked two ways: each figure file is opaque at its border, and each figure as the
 browser draws it in dark mode has its marks (text, lines) at a contrast of at least 4.5:1 with
 its background. (The live figures' own dark-mode contrast is tested in test_live_figures.py.)
-Skipped like test_site.py when Playwright, Chromium or the built site is missing.
+Skipped (failed in CI) when Playwright, Chromium or the built site is missing: see conftest.py.
 """
 
 from __future__ import annotations
@@ -17,15 +17,8 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
-from sitetools import SCREENSHOTS, SITE, in_ci, toc_pages, why_unavailable
-
-_REASON = why_unavailable()
-if _REASON:
-    if in_ci():
-        pytest.fail(f"browser tests cannot run in CI: {_REASON}", pytrace=False)
-    pytest.skip(f"browser tests skipped: {_REASON}", allow_module_level=True)
-
-from PIL import Image  # noqa: E402
+from PIL import Image
+from sitetools import SCREENSHOTS, SITE, toc_pages
 
 TOC_PAGES = toc_pages()
 MIN_CONTRAST = 4.5  # WCAG 2 AA for text; a figure's labels are text

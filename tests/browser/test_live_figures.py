@@ -8,7 +8,7 @@ inside an image, the figures stay readable in the theme's dark mode (contrast me
 axe-core finds no serious or critical WCAG 2 A/AA violation in them (axe.min.js from
 $AXE_JS, else .cache/axe, where scripts/fetch_vendor.sh puts it). Screenshots of the
 figures go to ``_build/screenshots/live_*.png``.
-Skipped like test_site.py when Playwright, Chromium or the built site is missing.
+Skipped (failed in CI) when Playwright, Chromium or the built site is missing: see conftest.py.
 """
 
 from __future__ import annotations
@@ -22,19 +22,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from sitetools import SCREENSHOTS, SITE, in_ci, why_unavailable
+from nested_close import assert_nested_close as same
+from sitetools import SCREENSHOTS, SITE, in_ci
 
-_REASON = why_unavailable()
-if _REASON:
-    if in_ci():
-        pytest.fail(f"browser tests cannot run in CI: {_REASON}", pytrace=False)
-    pytest.skip(f"browser tests skipped: {_REASON}", allow_module_level=True)
-
-from nested_close import assert_nested_close as same  # noqa: E402
-
-import gpt2ln  # noqa: E402
-from gpt2ln import GPT2Config  # noqa: E402
-from gpt2ln.classroom import live_figures as live  # noqa: E402
+import gpt2ln
+from gpt2ln import GPT2Config
+from gpt2ln.classroom import live_figures as live
 
 LIVE_PAGES = {
     "notebooks/01_why_normalize.html": ["norm_explorer"],

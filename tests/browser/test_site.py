@@ -25,14 +25,7 @@ from sitetools import (
     in_ci,
     notebook_pages,
     toc_pages,
-    why_unavailable,
 )
-
-_REASON = why_unavailable()
-if _REASON:
-    if in_ci():
-        pytest.fail(f"browser tests cannot run in CI: {_REASON}", pytrace=False)
-    pytest.skip(f"browser tests skipped: {_REASON}", allow_module_level=True)
 
 _AXE_REASON = axe_unavailable()
 TOC_PAGES = toc_pages()
