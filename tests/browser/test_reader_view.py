@@ -21,7 +21,7 @@ from readerview import REPORT, raw_tables, reader_view
 from sitetools import SITE, in_ci, notebook_pages, toc_pages
 
 #: chapters (by number) whose built pages must pass; add one as its rewrite lands
-READER_CLEAN: list[int] = []
+READER_CLEAN: list[int] = [1, 2, 3, 4, 5]  # chapters 1-5 rewritten for the reader (issue 26)
 MAX_ASSERTS = 5
 
 if not (SITE / "index.html").is_file():
