@@ -133,6 +133,7 @@ def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_pa
     folder = tmp_path / "colab"
     folder.mkdir()
     shutil.copy(path, folder / path.name)
+    shutil.copy(ROOT / "conftest.py", folder / "conftest.py")  # nbval's patience for output (harness only)
     run = subprocess.run(
         [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env", path.name],
         cwd=folder, env=colab_env(), capture_output=True, text=True,
