@@ -15,12 +15,14 @@ for arg in "$@"; do
     *) echo "usage: $0 [--no-setup] [--no-pdf]" >&2; exit 2 ;;
   esac
 done
+source scripts/stages.sh  # each step timed (scripts/test.sh's table of stage times)
 [ "$setup" = 0 ] || bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 bash scripts/fetch_vendor.sh  # MathJax and the widget manager, served locally
-bash scripts/offline.sh jupyter-book build . -W -n --keep-going --all
+stage "book build (every notebook executed), offline" \
+  bash scripts/offline.sh jupyter-book build . -W -n --keep-going --all
 
 .venv/bin/python scripts/check_exec_times.py
-.venv/bin/python scripts/build_archives.py _build/html
-[ "$pdf" = 0 ] || bash scripts/offline.sh .venv/bin/python scripts/build_pdf.py --site _build/html
+stage "book: notebooks archives" .venv/bin/python scripts/build_archives.py _build/html
+[ "$pdf" = 0 ] || stage "book: PDF" bash scripts/offline.sh .venv/bin/python scripts/build_pdf.py --site _build/html
 echo "book: open _build/html/index.html"

@@ -4,8 +4,10 @@
 # harness (nbval), then run each notebook alone in an empty folder, offline, under nbval:
 # its first cell installs the wheel as it installs gpt2ln from GitHub on Colab.
 # Called by scripts/test.sh; runs on its own too, after scripts/setup.sh.
+# .venv-colab is restored from the venv cache (scripts/venv_cache.sh) when its stamp is cached.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/stages.sh
 start=$(date +%s)
 echo "== the Colab path: each notebook alone, in Colab's preinstalled packages, from the wheel, offline"
 venv=.venv-colab
@@ -19,14 +21,22 @@ pip_in() { "$venv/bin/python" -m pip install --quiet --disable-pip-version-check
 # then hold every other package at Colab's version.
 harness="nbval==0.11.0"  # the test harness, beside Colab's own pytest and ipykernel
 stamp="$(sha256sum < "$pins" | cut -c1-16) ${TORCH_SPEC:-torch==2.13.0} $harness"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.colab-stamp" 2>/dev/null)" != "$stamp" ]; then
-  echo "test_colab: building $venv (Colab's preinstalled packages, no jupyter-book, no myst-nb)"
-  rm -rf "$venv"
-  "${PYTHON:-python3}" -m venv "$venv"
-  pip_in "${TORCH_SPEC:-torch==2.13.0}" -c "$pins"
-  pip_in -r "$pins" "$harness"
-  echo "$stamp" > "$venv/.colab-stamp"
-fi
+# every package pinned: the stamp (and the Python) define it, no date needed
+cache_key=$(echo "$stamp $("${PYTHON:-python3}" -c 'import sys; print(sys.executable, sys.version)')" \
+  | sha256sum | cut -c1-16)
+set_up_colab() {
+  bash scripts/venv_cache.sh restore "$venv" "$cache_key"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.colab-stamp" 2>/dev/null)" != "$stamp" ]; then
+    echo "test_colab: building $venv (Colab's preinstalled packages, no jupyter-book, no myst-nb)"
+    rm -rf "$venv"
+    "${PYTHON:-python3}" -m venv "$venv"
+    pip_in "${TORCH_SPEC:-torch==2.13.0}" -c "$pins"
+    pip_in -r "$pins" "$harness"
+    echo "$stamp" > "$venv/.colab-stamp"
+    bash scripts/venv_cache.sh save "$venv" "$cache_key"
+  fi
+}
+stage "colab: set-up: $venv" set_up_colab
 
 # The wheel, built from the files git tracks (or would: untracked, not ignored), as a
 # `pip install git+<repository>` builds it from a clone.
@@ -38,6 +48,6 @@ git ls-files -z -co --exclude-standard | tar -c --null -T - | tar -x -C "$work/s
 wheel=$(ls "$work"/wheels/gpt2ln-*.whl)
 echo "test_colab: built $(basename "$wheel"); set-up took $(( $(date +%s) - start )) s"
 
-GPT2LN_COLAB_PYTHON="$PWD/$venv/bin/python" GPT2LN_COLAB_WHEEL="$wheel" \
-  bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 tests/colab
+stage "colab: each notebook alone, from the wheel, offline" env GPT2LN_COLAB_PYTHON="$PWD/$venv/bin/python" \
+  GPT2LN_COLAB_WHEEL="$wheel" bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 tests/colab
 echo "test_colab: the Colab path took $(( $(date +%s) - start )) s in all"

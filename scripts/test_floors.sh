@@ -8,12 +8,19 @@
 # a CPU torch 2.4 is not on PyPI (PyPI's Linux torch is a multi-GB CUDA build), so torch's
 # own floor is not tested here. Python is 3.11 (FLOORS_PYTHON), the one the torch wheel fits.
 #
+# The notebooks run on ATen's portable float path (ATEN_CPU_CAPABILITY=default; set
+# FLOORS_ATEN_CPU_CAPABILITY to another value, or empty for the machine's own path): in
+# scripts/test.sh's matrix this lane covers both the floors and the portable float path.
+#
 # .venv-floors is rebuilt whenever requirements.txt, pyproject.toml, the held torch or this
-# script change (a hash stamp inside it); a clean clone always builds it. Building needs the
-# package registry; the tests then run offline.
+# script change (a hash stamp inside it). A clean clone restores it from the venv cache
+# (scripts/venv_cache.sh; key: the stamp and the UTC date, since indirect dependencies resolve
+# to their newest) and builds it only on a miss. Building needs the package registry; the
+# tests then run offline.
 # Usage: bash scripts/test_floors.sh [pytest args for the notebook run, default: notebooks]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/stages.sh
 
 VENV=${FLOORS_VENV:-.venv-floors}
 FLOORS_PYTHON=${FLOORS_PYTHON:-3.11}
@@ -36,17 +43,22 @@ for dir in $(
 done
 
 stamp=$(cat requirements.txt pyproject.toml "$overrides" "$0" | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$VENV/.floors-stamp" 2>/dev/null)" != "$stamp" ]; then
-  echo "== floors: building $VENV (Python $FLOORS_PYTHON, lowest-direct, torch==$torch_version)"
-  t0=$SECONDS
-  rm -rf "$VENV"
-  UV_PYTHON_DOWNLOADS=never uv venv --quiet --python "$FLOORS_PYTHON" "$VENV"
-  uv pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct \
-    "${find_links[@]}" --override "$overrides" -r requirements.txt
+cache_key=$(echo "$stamp $FLOORS_PYTHON $(date -u +%F)" | sha256sum | cut -c1-16)
+set_up_floors() {
+  bash scripts/venv_cache.sh restore "$VENV" "$cache_key"
+  if [ "$(cat "$VENV/.floors-stamp" 2>/dev/null)" != "$stamp" ]; then
+    echo "== floors: building $VENV (Python $FLOORS_PYTHON, lowest-direct, torch==$torch_version)"
+    rm -rf "$VENV"
+    UV_PYTHON_DOWNLOADS=never uv venv --quiet --python "$FLOORS_PYTHON" "$VENV"
+    uv pip install --quiet --python "$VENV/bin/python" --resolution lowest-direct \
+      "${find_links[@]}" --override "$overrides" -r requirements.txt
+    echo "$stamp" >"$VENV/.floors-stamp"
+    bash scripts/venv_cache.sh save "$VENV" "$cache_key"
+  fi
+  # gpt2ln from this clone, every time (a restored venv has none)
   uv pip install --quiet --python "$VENV/bin/python" --no-deps -e .
-  echo "$stamp" >"$VENV/.floors-stamp"
-  echo "== floors: $VENV built in $((SECONDS - t0)) s"
-fi
+}
+stage "floors: set-up: $VENV" set_up_floors
 PY=$VENV/bin/python
 # two workers, one file each (as the main lane); FLOORS_XDIST="-p no:xdist" runs them in one
 read -r -a xdist <<<"${FLOORS_XDIST:--n 2 --dist loadfile}"
@@ -77,10 +89,15 @@ unit_tests=(
   tests/model/test_norms.py tests/model/test_variants.py tests/classroom/test_exercises_*.py
   tests/book/test_requirements.py
 )
-echo "== floors: unit tests, offline"
-bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"
+stage "floors: unit tests, offline" \
+  bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"
 
-# The notebooks on the machine's own float path (not ATEN_CPU_CAPABILITY=default): the
-# main lane already runs them on the portable path, and the native one is faster.
-echo "== floors: notebooks (nbval), offline"
-bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" --nbval-lax "${@:-notebooks}"
+# The notebooks on the portable float path: no other lane runs them there (the book build
+# and the Colab lane run the machine's own path).
+float_path=${FLOORS_ATEN_CPU_CAPABILITY-default}
+notebooks() {
+  if [ -n "$float_path" ]; then export ATEN_CPU_CAPABILITY=$float_path; fi
+  bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" --nbval-lax "$@"
+}
+stage "floors: notebooks (nbval), ATEN_CPU_CAPABILITY=${float_path:-native}, offline" \
+  notebooks "${@:-notebooks}"

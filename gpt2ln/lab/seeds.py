@@ -6,7 +6,9 @@ and the ones after it, so ``GPT2LN_SEED=1`` reruns a chapter on seeds 1, 2, 3.
 
 ``run_jobs(fn, jobs)`` maps a function over jobs on spawned worker processes of one thread
 each (for the course's tiny models one thread per run is faster than two threads sharing a
-run); the pool is kept for the next call. ``train_job`` is such a function: it builds a
+run); the pool is kept for the next call. Each result comes back as bytes written by
+``torch.save`` in the worker, so its tensors travel inside the pipe: none is handed over as a
+shared-memory file descriptor. ``train_job`` is such a function: it builds a
 ``GPT2`` from a seed, trains it with ``gpt2ln.train`` and returns the history and the
 trained weights, which ``TrainResult.model()`` turns back into a model.
 """
@@ -14,6 +16,7 @@ trained weights, which ``TrainResult.model()`` turns back into a model.
 from __future__ import annotations
 
 import atexit
+import io
 import math
 import multiprocessing
 import os
@@ -21,6 +24,7 @@ import signal
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +78,48 @@ def _get_pool(workers: int) -> ProcessPoolExecutor:
     return _pool
 
 
+def _call_saved(fn: Callable[[Any], Any], job: Any) -> bytes:
+    """``fn(job)`` in a worker, returned as ``torch.save`` bytes.
+
+    Pickled the ordinary way, a CPU tensor leaves a worker as a shared-memory file that the
+    parent fetches, one tensor at a time, over a socket from the worker's resource-sharer
+    thread, and keeps open for as long as the tensor lives: chapter 11's 99 trained models
+    are some 5,000 such files. Under load one of those fetches can fail (a refused or reset
+    connection, a full descriptor table); ProcessPoolExecutor then reports "a result has
+    failed to un-pickle", marks the whole pool broken and fails every job of the call. As
+    bytes, a result is copied through the pipe like any other object.
+    """
+    buf = io.BytesIO()
+    torch.save(fn(job), buf)
+    return buf.getvalue()
+
+
+def _load_saved(data: bytes) -> Any:
+    return torch.load(io.BytesIO(data), weights_only=False)  # our own worker's bytes
+
+
+def _broken_pool_error(err: BaseException) -> RuntimeError:
+    """A RuntimeError that says what broke the pool: the worker processes' exit codes
+    (negative: killed by that signal; -9 is SIGKILL, as the kernel's OOM killer sends) and
+    the cause the executor recorded (a worker's traceback, or an un-pickling error)."""
+    procs = getattr(_pool, "_processes", None) or {}
+    codes = []
+    for pid, proc in list(procs.items()):
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                code = f"{code} ({signal.Signals(-code).name})"
+            except ValueError:
+                pass
+        codes.append(f"pid {pid}: {'running' if code is None else f'exit code {code}'}")
+    cause = err.__cause__
+    detail = f"; cause: {type(cause).__name__}: {str(cause).strip()[-2000:]}" if cause is not None else ""
+    return RuntimeError(
+        f"run_jobs: the worker pool broke ({err}); workers: {', '.join(codes) or 'none left'}{detail}. "
+        "The pool is closed; the next run_jobs call starts a new one."
+    )
+
+
 def close_pool() -> None:
     """Shut the worker processes down (they are also shut down when Python exits)."""
     global _pool, _pool_workers
@@ -114,7 +160,14 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], workers: int | None 
     workers = min(workers, max(1, len(jobs)))
     if workers == 1:
         return [fn(job) for job in jobs]
-    return list(_get_pool(workers).map(fn, jobs, chunksize=1))
+    pool = _get_pool(workers)
+    try:
+        saved = list(pool.map(_call_saved, [fn] * len(jobs), jobs, chunksize=1))
+    except BrokenProcessPool as err:  # a worker died, or a result could not be read back
+        error = _broken_pool_error(err)
+        close_pool()  # a broken pool fails every later call: start afresh next time
+        raise error from err
+    return [_load_saved(data) for data in saved]
 
 
 def _ln_f_layernorm(model: GPT2) -> None:

@@ -1,6 +1,8 @@
 """gpt2ln.lab.seeds: the chapter's seeds from GPT2LN_SEED, jobs on worker processes, train_job, spread."""
 
 import math
+import os
+import signal
 
 import pytest
 import torch
@@ -60,6 +62,33 @@ def test_run_jobs_rejects_a_function_workers_cannot_import():
         run_jobs(local, [1, 2], workers=2)
     with pytest.raises(ValueError, match="expected workers to be a positive integer or None, got 0"):
         run_jobs(math.factorial, [1], workers=0)
+
+
+def test_a_dead_worker_is_named_and_the_next_call_gets_a_new_pool():
+    # A worker killed mid-job (as the OOM killer would): the error names its signal, and the
+    # broken pool is not reused.
+    try:
+        with pytest.raises(RuntimeError, match=r"worker pool broke.*SIGKILL"):
+            run_jobs(signal.raise_signal, [signal.SIGKILL, signal.SIGKILL], workers=2)
+        assert run_jobs(math.factorial, [3, 4], workers=2) == [6, 24]
+    finally:
+        close_pool()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc (Linux)")
+def test_results_with_tensors_hold_no_file_descriptors_here():
+    # Tensors come back as bytes (torch.save in the worker), not as one shared-memory file each.
+    try:
+        before = _open_fds()
+        results = run_jobs(train_job, [TrainJob(CFG, TCFG.replace(seed=s)) for s in range(4)], workers=2)
+        n_tensors = sum(len(r.state) for r in results)
+        assert n_tensors > 40 and _open_fds() - before < 20, (n_tensors, before, _open_fds())
+    finally:
+        close_pool()
 
 
 def test_train_job_matches_gpt2ln_train_and_a_worker_gives_the_same_run():
