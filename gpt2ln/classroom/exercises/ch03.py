@@ -159,19 +159,25 @@ BACKWARD_MISTAKES: dict[str, Mistake] = {
 }
 
 
-def _backward_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    gen = torch.Generator().manual_seed(3)
+def _cases(seed: int, specs: list[tuple[str, tuple[int, ...], float, float]]) -> list[tuple]:
+    """``(label, dy, x, g)`` per spec ``(label, shape, offset, scale)``: x = offset + scale·N(0, 1),
+    g = 1 + 0.5·N(0, 1), dy = N(0, 1), float64, from one seeded generator."""
+    gen = torch.Generator().manual_seed(seed)
     cases = []
-    for label, shape, offset, scale in [
-        ("x of shape [2, 3, 8], features 1 + 3·N(0, 1)", (2, 3, 8), 1.0, 3.0),
-        ("x of shape [5, 6], features 0.5 + 0.003·N(0, 1) (variance near eps)", (5, 6), 0.5, 3e-3),
-    ]:
+    for label, shape, offset, scale in specs:
         d = shape[-1]
         x = offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)
         g = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
         dy = torch.randn(shape, generator=gen, dtype=torch.float64)
         cases.append((label, dy, x, g))
     return cases
+
+
+def _backward_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    return _cases(3, [
+        ("x of shape [2, 3, 8], features 1 + 3·N(0, 1)", (2, 3, 8), 1.0, 3.0),
+        ("x of shape [5, 6], features 0.5 + 0.003·N(0, 1) (variance near eps)", (5, 6), 0.5, 3e-3),
+    ])
 
 
 def check_layer_norm_backward(fn: Callable[..., Any]) -> None:
@@ -318,18 +324,10 @@ RMS_BACKWARD_MISTAKES: dict[str, Mistake] = {
 
 
 def _rms_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    gen = torch.Generator().manual_seed(5)
-    cases = []
-    for label, shape, offset, scale in [
+    return _cases(5, [
         ("x of shape [2, 3, 8], features 1 + 3·N(0, 1)", (2, 3, 8), 1.0, 3.0),
         ("x of shape [5, 6], features −0.002 + 0.003·N(0, 1) (mean(x²) near eps)", (5, 6), -2e-3, 3e-3),
-    ]:
-        d = shape[-1]
-        x = offset + scale * torch.randn(shape, generator=gen, dtype=torch.float64)
-        g = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
-        dy = torch.randn(shape, generator=gen, dtype=torch.float64)
-        cases.append((label, dy, x, g))
-    return cases
+    ])
 
 
 def check_rms_norm_backward(fn: Callable[..., Any]) -> None:
