@@ -6,22 +6,23 @@ and the ones after it, so ``GPT2LN_SEED=1`` reruns a chapter on seeds 1, 2, 3.
 
 ``run_jobs(fn, jobs)`` maps a function over jobs on spawned worker processes of one thread
 each (for the course's tiny models one thread per run is faster than two threads sharing a
-run); the pool is kept for the next call. Each result comes back as bytes written by
-``torch.save`` in the worker, so its tensors travel inside the pipe: none is handed over as a
-shared-memory file descriptor. ``train_job`` is such a function: it builds a
-``GPT2`` from a seed, trains it with ``gpt2ln.train`` and returns the history and the
+run); the pool is kept for the next call. Each result comes back as bytes pickled in the
+worker with the standard ``pickle`` (not multiprocessing's, which hands each tensor over as a
+shared-memory file descriptor), so its tensors travel inside the pipe. ``train_job`` is such a
+function: it builds a ``GPT2`` from a seed, trains it with ``gpt2ln.train`` and returns the history and the
 trained weights, which ``TrainResult.model()`` turns back into a model.
 """
 
 from __future__ import annotations
 
 import atexit
-import io
 import math
 import multiprocessing
 import os
+import pickle
 import signal
 import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -79,7 +80,7 @@ def _get_pool(workers: int) -> ProcessPoolExecutor:
 
 
 def _call_saved(fn: Callable[[Any], Any], job: Any) -> bytes:
-    """``fn(job)`` in a worker, returned as ``torch.save`` bytes.
+    """``fn(job)`` in a worker, returned as bytes of the standard ``pickle``.
 
     Pickled the ordinary way, a CPU tensor leaves a worker as a shared-memory file that the
     parent fetches, one tensor at a time, over a socket from the worker's resource-sharer
@@ -89,22 +90,24 @@ def _call_saved(fn: Callable[[Any], Any], job: Any) -> bytes:
     failed to un-pickle", marks the whole pool broken and fails every job of the call. As
     bytes, a result is copied through the pipe like any other object.
     """
-    buf = io.BytesIO()
-    torch.save(fn(job), buf)
-    return buf.getvalue()
+    return pickle.dumps(fn(job), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _load_saved(data: bytes) -> Any:
-    return torch.load(io.BytesIO(data), weights_only=False)  # our own worker's bytes
+    # what ProcessPoolExecutor itself does with every result: our own worker's bytes, not a file
+    return pickle.loads(data)
 
 
 def _broken_pool_error(err: BaseException) -> RuntimeError:
     """A RuntimeError that says what broke the pool: the worker processes' exit codes
     (negative: killed by that signal; -9 is SIGKILL, as the kernel's OOM killer sends) and
     the cause the executor recorded (a worker's traceback, or an un-pickling error)."""
-    procs = getattr(_pool, "_processes", None) or {}
+    procs = dict(getattr(_pool, "_processes", None) or {})
+    deadline = time.monotonic() + 5  # the pool is broken: let the dying workers' exit codes arrive
+    while any(p.exitcode is None for p in procs.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     codes = []
-    for pid, proc in list(procs.items()):
+    for pid, proc in procs.items():
         code = proc.exitcode
         if code is not None and code < 0:
             try:
