@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = {1: 60, 2: 60, 3: 60, 4: 60, 5: 60, 6: 120, 7: 180, 8: 180, 9: 90, 10: 90, 11: 180}
 TOTAL_BUDGET = 600
 # executed pages outside notebooks/ (MyST text notebooks), in seconds
-PAGE_BUDGETS = {"book/small_model": 30, "book/performance": 30}
+PAGE_BUDGETS = {"book/small_model": 60, "book/performance": 60}
 
 
 class _Table(HTMLParser):
