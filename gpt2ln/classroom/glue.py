@@ -26,3 +26,13 @@ def glue(name: str, value: Any, fmt: str = "") -> str:
     if get_ipython() is not None:  # in a kernel: the build reads the glued value from the output
         _glue(name, text, display=False)
     return text
+
+
+def span(lo: Any, hi: Any, fmt: str = "", sep: str = " to ") -> str:
+    """The range ``lo to hi`` as text, or one number when both ends print the same.
+
+    A summary such as "0.14 to 0.14 times as large" says nothing a single number does not, and
+    it reads as a spread that is not there; ``span(0.1401, 0.1398, ".2f")`` gives ``"0.14"``.
+    """
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a}{sep}{b}"
