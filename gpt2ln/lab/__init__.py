@@ -5,6 +5,7 @@
 * ``seeds.py``: several seeds of a training run at once, on worker processes; ``Spread``.
 * ``tiny.py``: the small GPT-2 the package ships; ``pretrained.py``: the released GPT-2 from
   the Hub, or the small one offline.
+* ``records.py``: results of runs too long for the build, committed with the script that made them.
 * ``numerics.py``: one-pass, two-pass and Welford variance, and Welford's merge.
 * ``timing.py``: timing with warm-up and interleaving, copy bandwidth; ``bench.py``: the benchmark
   record (``python -m gpt2ln.lab.bench``).
