@@ -96,3 +96,104 @@ def test_logit_lens_other_failures():
         check_logit_lens(lambda resid, ln_f, wte: ln_f(resid) @ wte.T + 0.5)
     with pytest.raises(AssertionError, match="shape"):
         check_logit_lens(lambda resid, ln_f, wte: (ln_f(resid) @ wte.T)[..., :-1])
+
+
+# ---------------------------------------------------------------------------- check_center_unembed
+def test_center_unembed_passes(capsys):
+    from gpt2ln.exercises.ch10 import check_center_unembed
+
+    check_center_unembed(lambda W, b: (W - W.mean(0, keepdim=True), b - b.mean()))
+    check_center_unembed(lambda W, b: (W - W.sum(0) / W.shape[0], b - b.sum() / len(b)))
+    assert "✓ check_center_unembed" in capsys.readouterr().out
+
+
+CENTER_MISTAKES = {
+    "centred over d": lambda W, b: (W - W.mean(1, keepdim=True), b - b.mean()),
+    "forgot the bias": lambda W, b: (W - W.mean(0, keepdim=True), b),
+    "centred the bias but not W_U": lambda W, b: (W, b - b.mean()),
+    "one number, the mean of all of W_U": lambda W, b: (W - W.mean(), b - b.mean()),
+}
+
+
+@pytest.mark.parametrize("name", list(CENTER_MISTAKES))
+def test_center_unembed_names_mistake(name):
+    from gpt2ln.exercises.ch10 import check_center_unembed
+
+    with pytest.raises(AssertionError, match="check_center_unembed") as e:
+        check_center_unembed(CENTER_MISTAKES[name])
+    assert name in str(e.value), str(e.value)
+
+
+def test_center_unembed_other_failures():
+    from gpt2ln.exercises.ch10 import check_center_unembed
+
+    def my_center_unembed(W_U, b_U):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_center_unembed(my_center_unembed)
+
+    def in_place(W, b):
+        W -= W.mean(0, keepdim=True)
+        return W, b - b.mean()
+
+    with pytest.raises(AssertionError, match="in place"):
+        check_center_unembed(in_place)
+    with pytest.raises(AssertionError, match="expected a pair"):
+        check_center_unembed(lambda W, b: W - W.mean(0))
+    with pytest.raises(AssertionError, match="probabilities moved"):
+        check_center_unembed(lambda W, b: (W - W.mean(0, keepdim=True) + 0.1 * W, b - b.mean()))
+
+
+# ---------------------------------------------------------------------------- check_logit_attribution
+def _dla(w, W, b, t):
+    x = w.sum(0)
+    return (w - w.mean(-1, keepdim=True)) / torch.sqrt(x.var(unbiased=False) + 1e-5) @ W[t]
+
+
+def test_logit_attribution_passes(capsys):
+    from gpt2ln.exercises.ch10 import check_logit_attribution
+
+    check_logit_attribution(_dla)
+
+    def loop(writes, W_U, b_U, token):  # one write at a time, numpy out
+        x = writes.sum(0)
+        s = float(((x - x.mean()) ** 2).mean() + 1e-5) ** 0.5
+        return torch.stack([(w - w.mean()) @ W_U[token] / s for w in writes]).numpy()
+
+    check_logit_attribution(loop)
+    assert "✓ check_logit_attribution" in capsys.readouterr().out
+
+
+ATTR_MISTAKES = {
+    "forgot to divide by ln_f's sigma": lambda w, W, b, t: (w - w.mean(-1, keepdim=True)) @ W[t],
+    "normalized each write by its own sigma": lambda w, W, b, t: F.layer_norm(w, (w.shape[-1],)) @ W[t],
+    "forgot to subtract each write's mean": lambda w, W, b, t: (
+        w / torch.sqrt(w.sum(0).var(unbiased=False) + 1e-5) @ W[t]
+    ),
+    "added b_U[token] to every contribution": lambda w, W, b, t: _dla(w, W, b, t) + b[t],
+    "the logit lens": lambda w, W, b, t: F.layer_norm(w.cumsum(0), (w.shape[-1],)) @ W[t],
+}
+
+
+@pytest.mark.parametrize("name", list(ATTR_MISTAKES))
+def test_logit_attribution_names_mistake(name):
+    from gpt2ln.exercises.ch10 import check_logit_attribution
+
+    with pytest.raises(AssertionError, match="check_logit_attribution") as e:
+        check_logit_attribution(ATTR_MISTAKES[name])
+    assert name in str(e.value), str(e.value)
+
+
+def test_logit_attribution_other_failures():
+    from gpt2ln.exercises.ch10 import check_logit_attribution
+
+    def my_logit_attribution(writes, W_U, b_U, token):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_logit_attribution(my_logit_attribution)
+    with pytest.raises(AssertionError, match="shape"):
+        check_logit_attribution(lambda w, W, b, t: _dla(w, W, b, t).sum())
+    with pytest.raises(AssertionError, match="differ from the direct logit attribution"):
+        check_logit_attribution(lambda w, W, b, t: _dla(w, W, b, t) * 1.5)

@@ -7,6 +7,14 @@ gain ``g`` ``[d]`` and bias ``b`` ``[d]`` into the ``nn.Linear`` that reads it
 ``check_logit_lens(fn)`` checks ``fn(resid, ln_f, wte) -> logits``: the logit lens,
 ``ln_f(resid) @ wte.T`` for a residual stream ``resid`` ``[..., d]``, a LayerNorm
 module ``ln_f`` and a tied embedding ``wte`` ``[vocab, d]``.
+``check_center_unembed(fn)`` checks ``fn(W_U, b_U) -> (W_c, b_c)``: TransformerLens's
+``center_unembed``, the unembedding ``W_U`` ``[vocab, d]`` and bias ``b_U`` ``[vocab]``
+with their means over the vocabulary removed (the same probabilities, logits of mean 0).
+``check_logit_attribution(fn)`` checks ``fn(writes, W_U, b_U, token) -> contributions``:
+direct logit attribution through a folded ``ln_f`` (gain 1, bias 0, eps 1e-5): each
+write ``w_i`` (a row of ``writes`` ``[n, d]``; the rows sum to ``ln_f``'s input ``x``)
+contributes ``(w_i - mean(w_i)) / sigma(x) @ W_U[token]``, and the contributions plus
+``b_U[token]`` add up to the logit.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from ._core import (
     rel_dist,
 )
 
-__all__ = ["check_fold_ln", "check_logit_lens"]
+__all__ = ["check_center_unembed", "check_fold_ln", "check_logit_attribution", "check_logit_lens"]
 
 
 # ---------------------------------------------------------------------------- folding
@@ -188,3 +196,161 @@ def check_logit_lens(fn: Callable[..., Any]) -> None:
                 hint="apply the final LayerNorm module ln_f to the stream, then the tied unembedding wte.T",
             )
     passed(check, f"logits == ln_f(resid) @ wte.T for (d, vocab) in {shapes}")
+
+
+# ---------------------------------------------------------------------------- center_unembed
+_CENTER_MISTAKES = [  # fn(W_U, b_U) -> (W_c, b_c), concatenated
+    Mistake(
+        "centred over d (each row's mean) instead of over the vocabulary",
+        "the same number must be added to every logit of a position: subtract W_U.mean(dim=0), "
+        "the mean over the vocab rows",
+        lambda W, b: (W - W.mean(1, keepdim=True), b - b.mean()),
+    ),
+    Mistake(
+        "forgot the bias (b_c = b_U), so the logits' mean over the vocabulary is not 0",
+        "centre the bias too: b_c = b_U - b_U.mean()",
+        lambda W, b: (W - W.mean(0, keepdim=True), b.clone()),
+    ),
+    Mistake(
+        "centred the bias but not W_U",
+        "W_c = W_U - W_U.mean(dim=0, keepdim=True)",
+        lambda W, b: (W.clone(), b - b.mean()),
+    ),
+    Mistake(
+        "subtracted one number, the mean of all of W_U, instead of a mean per feature",
+        "each input feature j has its own mean over the vocabulary: W_U.mean(dim=0, keepdim=True)",
+        lambda W, b: (W - W.mean(), b - b.mean()),
+    ),
+]
+
+
+def check_center_unembed(fn: Callable[..., Any]) -> None:
+    """Check ``fn(W_U, b_U) -> (W_c, b_c)``: ``W_U - W_U.mean(0)``, ``b_U - b_U.mean()``.
+
+    ``W_U`` ``[vocab, d]`` is read as ``logits = y @ W_U.T + b_U``. The check says how much the
+    probabilities moved (not at all, when right) and the largest mean of a row of logits over the
+    vocabulary (0, when right), on inputs ``y`` that are not centred, so a centring over the
+    wrong axis changes the probabilities."""
+    check = "check_center_unembed"
+    gen = torch.Generator().manual_seed(12)
+    shapes = [(20, 8), (50, 16)]
+    for vocab, d in shapes:
+        W = 0.5 + torch.randn(vocab, d, generator=gen, dtype=torch.float64)
+        b = 1.0 + torch.randn(vocab, generator=gen, dtype=torch.float64)
+        y = 1.0 + 2.0 * torch.randn(6, d, generator=gen, dtype=torch.float64)
+        what = f"W_U [{vocab}, {d}], b_U [{vocab}], float64"
+        out = call_on_copies(check, fn, (W, b), names=("W_U", "b_U"), what=what, likely=IN_PLACE)
+        W_c, b_c = as_tuple(check, out, ("W_c", "b_c"), f"on {what}, ")
+        W_c = as_tensor(check, W_c, W, "W_c").detach().double()
+        b_c = as_tensor(check, b_c, b, "b_c").detach().double()
+        want_W, want_b = W - W.mean(0, keepdim=True), b - b.mean()
+        if close(W_c, want_W, 1e-9) and close(b_c, want_b, 1e-9):
+            continue
+        logits, new = y @ W.T + b, y @ W_c.T + b_c
+        dp = float((new.softmax(-1) - logits.softmax(-1)).abs().max())
+        mean = float(new.mean(-1).abs().max())
+        failed = (
+            f"on {what}, the probabilities moved by up to {dp:.3g} (they must not move) and the "
+            f"logits' mean over the vocabulary is up to {mean:.3g} (it must be 0)"
+        )
+        best, explains = nearest_mistake(
+            _CENTER_MISTAKES,
+            lambda m, a=(W, b): torch.cat([t.flatten() for t in m.fn(*a)]),
+            torch.cat([W_c.flatten(), b_c]),
+            torch.cat([want_W.flatten(), want_b]),
+            1e-9,
+        )
+        if best is not None and explains:
+            fail_mistake(check, failed, best.label, best.fix)
+        fail(
+            check,
+            failed,
+            "subtract from W_U its mean over the vocabulary (dim 0) and from b_U its mean: "
+            "every logit of a position then moves by the same number",
+        )
+    passed(
+        check,
+        f"the same probabilities, logits of mean 0 over the vocabulary, for (vocab, d) in {shapes}",
+    )
+
+
+# ---------------------------------------------------------------------------- logit attribution
+def _ln_sigma(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+
+
+def _centred(w: torch.Tensor) -> torch.Tensor:
+    return w - w.mean(-1, keepdim=True)
+
+
+def _attribution_mistakes() -> list[Mistake]:  # fn(writes, W_U, b_U, token) -> [n]
+    def ref(w: torch.Tensor, W: torch.Tensor, b: torch.Tensor, t: int) -> torch.Tensor:
+        return _centred(w) / _ln_sigma(w.sum(0)) @ W[t]
+
+    return [
+        Mistake(
+            "forgot to divide by ln_f's sigma (the contributions are in the stream's units, not the logits')",
+            "ln_f divides the whole stream by one sigma, that of x = writes.sum(0): divide each centred write by it",
+            lambda w, W, b, t: _centred(w) @ W[t],
+        ),
+        Mistake(
+            "normalized each write by its own sigma (the lens applied to each part), which does not add up",
+            "ln_f sees only the sum x: use x's sigma for every write, so the parts add up to the logit",
+            lambda w, W, b, t: F.layer_norm(w, (w.shape[-1],), None, None, 1e-5) @ W[t],
+        ),
+        Mistake(
+            "forgot to subtract each write's mean over d",
+            "ln_f subtracts the mean of x, which is the sum of the writes' means: centre each write",
+            lambda w, W, b, t: w / _ln_sigma(w.sum(0)) @ W[t],
+        ),
+        Mistake(
+            "added b_U[token] to every contribution",
+            "b_U[token] is one term of its own: the contributions add up to logit - b_U[token]",
+            lambda w, W, b, t: ref(w, W, b, t) + b[t],
+        ),
+        Mistake(
+            "used the stream up to each write (the logit lens) instead of the write itself",
+            "take each row of writes on its own: it is what that component added to the stream",
+            lambda w, W, b, t: F.layer_norm(w.cumsum(0), (w.shape[-1],), None, None, 1e-5) @ W[t],
+        ),
+    ]
+
+
+def check_logit_attribution(fn: Callable[..., Any]) -> None:
+    """Check ``fn(writes, W_U, b_U, token) -> contributions`` ``[n]``.
+
+    ``writes`` ``[n, d]``: what each component wrote to the stream at one position (the rows
+    sum to ``ln_f``'s input ``x``); ``W_U`` ``[vocab, d]``, ``b_U`` ``[vocab]``: the folded
+    unembedding (``ln_f`` has gain 1, bias 0, eps 1e-5); ``token`` an int. The answer is
+    ``(writes - writes.mean(-1)) / sigma(x) @ W_U[token]``; its sum plus ``b_U[token]`` is
+    the logit. The writes are not centred (so a forgotten centring shows)."""
+    check = "check_logit_attribution"
+    gen = torch.Generator().manual_seed(13)
+    cases = [(5, 16, 30, 7), (9, 24, 40, 0)]
+    for n, d, vocab, token in cases:
+        scale = torch.logspace(0, 1.5, n, dtype=torch.float64)[:, None]  # later writes larger
+        writes = scale * (0.3 + torch.randn(n, d, generator=gen, dtype=torch.float64))
+        W = torch.randn(vocab, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
+        b = 0.5 * torch.randn(vocab, generator=gen, dtype=torch.float64)
+        x = writes.sum(0)
+        logit = float(F.layer_norm(x, (d,), None, None, 1e-5) @ W[token] + b[token])
+        what = f"{n} writes of d = {d}, vocab {vocab}, token {token}, float64"
+        with torch.no_grad():
+            out = call_on_copies(
+                check, fn, (writes, W, b, token), names=("writes", "W_U", "b_U", "token"), what=what
+            )
+        truth = _centred(writes) / _ln_sigma(x) @ W[token]
+        y = as_tensor(check, out, truth, "the contributions").detach().double()
+        total = float(y.sum()) + float(b[token])
+        compare(
+            check,
+            f"on {what} (contributions + b_U[token] = {total:.4g}, the logit is {logit:.4g})",
+            y,
+            truth,
+            1e-7,
+            _attribution_mistakes(),
+            (writes, W, b, token),
+            formula="(writes - writes.mean(-1, keepdim=True)) / sigma(writes.sum(0)) @ W_U[token]",
+            differs="your contributions differ from the direct logit attribution",
+        )
+    passed(check, f"the contributions plus b_U[token] add up to the logit, for (n, d, vocab, token) in {cases}")
