@@ -290,7 +290,8 @@ def _attribution_mistakes() -> list[Mistake]:  # fn(writes, W_U, b_U, token) -> 
     return [
         Mistake(
             "forgot to divide by ln_f's sigma (the contributions are in the stream's units, not the logits')",
-            "ln_f divides the whole stream by one sigma, that of x = writes.sum(0): divide each centred write by it",
+            "ln_f divides the whole stream by one sigma, that of x = writes.sum(0): "
+            "divide each centred write by it",
             lambda w, W, b, t: _centred(w) @ W[t],
         ),
         Mistake(
@@ -353,4 +354,6 @@ def check_logit_attribution(fn: Callable[..., Any]) -> None:
             formula="(writes - writes.mean(-1, keepdim=True)) / sigma(writes.sum(0)) @ W_U[token]",
             differs="your contributions differ from the direct logit attribution",
         )
-    passed(check, f"the contributions plus b_U[token] add up to the logit, for (n, d, vocab, token) in {cases}")
+    passed(
+        check, f"the contributions plus b_U[token] add up to the logit, for (n, d, vocab, token) in {cases}"
+    )
