@@ -20,12 +20,13 @@ from .ch06 import check_causal_attention, check_gelu
 from .ch07 import check_lr_schedule, check_post_norm_block, check_pre_norm_block
 from .ch08 import check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_embed, check_gpt2_param_count
-from .ch10 import check_fold_ln, check_logit_lens
+from .ch10 import check_center_unembed, check_fold_ln, check_logit_attribution, check_logit_lens
 from .ch11 import check_dyt, check_peri_block
 
 __all__ = [
     "call",
     "check_causal_attention",
+    "check_center_unembed",
     "check_center_writing_weights",
     "check_dyt",
     "check_embed",
@@ -37,6 +38,7 @@ __all__ = [
     "check_layer_norm_backward",
     "check_layernorm_param_count",
     "check_ln_jacobian",
+    "check_logit_attribution",
     "check_logit_lens",
     "check_lr_schedule",
     "check_lr_sensitivity",
