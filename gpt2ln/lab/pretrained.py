@@ -17,8 +17,9 @@ from .tiny import load_tiny
 
 #: What ``load_gpt2_or_tiny`` calls the shipped model.
 TINY_SOURCE = "the small GPT-2 shipped with gpt2ln (bytes, Shakespeare)"
-#: The one line ``load_gpt2_or_tiny`` prints when it falls back (``reason``: what went wrong, one line).
-FALLBACK_LINE = "could not load {repo}@{rev} from the Hugging Face Hub ({reason}); using {tiny}"
+#: The one line ``load_gpt2_or_tiny`` prints when it falls back (``reason``: what went wrong, in plain
+#: words, no exception names; the exception itself, on one line, is ``LoadedGPT2.error``).
+FALLBACK_LINE = "Could not load {repo}@{rev} from the Hugging Face Hub ({reason}): using {tiny}."
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class LoadedGPT2:
     released GPT-2 small's (``gpt2ln.model.loading.is_released_gpt2``: the SHA-256 of its
     ``model.safetensors``), the one case where the released model's reference values apply; a
     checkpoint served under the same repo id and revision by another server is not. ``message``:
-    the one line it printed.
+    the one line it printed (plain words). ``error``: on a fallback, the exception that caused it,
+    ``Type: message`` on one line (empty when the Hub's model loaded).
     """
 
     model: GPT2
@@ -41,6 +43,27 @@ class LoadedGPT2:
     from_hub: bool
     released: bool
     message: str
+    error: str = ""
+
+
+def _plain_reason(error: BaseException) -> str:
+    """What went wrong, in words a learner reads without a traceback (no exception class names)."""
+    text, name = str(error), type(error).__name__
+    if isinstance(error, TimeoutError):  # gpt2ln's HubStalledError, or a socket timeout
+        return "the Hub did not answer in time"
+    if isinstance(error, ConnectionError):
+        if "HF_HUB_OFFLINE" in text:
+            return "offline mode is set by HF_HUB_OFFLINE and the files are not in the local cache"
+        return "no network: the Hub is not reachable"
+    if "RevisionNotFound" in name:
+        return "the Hub does not know this revision"
+    if "RepositoryNotFound" in name:
+        return "the Hub does not know this repository"
+    if "EntryNotFound" in name:
+        return "a file is missing from the repository"
+    if isinstance(error, ImportError):
+        return "transformers is not installed"
+    return "the download or loading failed; run.error says why"
 
 
 def _one_line(error: BaseException, limit: int = 240) -> str:
@@ -72,7 +95,8 @@ def load_gpt2_or_tiny(
     seconds. Any failure (no
     network, ``HF_HUB_OFFLINE``, a missing file, an unknown revision, a stalled server, no
     ``transformers``, a tokenizer that does not fit the model) falls back to the small model and
-    prints one line, ``FALLBACK_LINE``, saying why. On success it prints one line naming what
+    prints one line, ``FALLBACK_LINE``, saying why in plain words (the exception, ``Type: message``,
+    is the result's ``error``). On success it prints one line naming what
     loaded and whether it is the released GPT-2 small. ``verbose=False`` prints nothing.
     """
     rev = (revision or "main")[:7]
@@ -94,10 +118,18 @@ def load_gpt2_or_tiny(
         released = is_released_gpt2(files["model.safetensors"])
     except Exception as error:  # any failure: the shipped model, and one line saying why
         model, tokenizer = load_tiny()
-        message = FALLBACK_LINE.format(repo=repo_id, rev=rev, reason=_one_line(error), tiny=TINY_SOURCE)
+        message = FALLBACK_LINE.format(repo=repo_id, rev=rev, reason=_plain_reason(error), tiny=TINY_SOURCE)
         if verbose:
             print(message)
-        return LoadedGPT2(model, tokenizer, TINY_SOURCE, from_hub=False, released=False, message=message)
+        return LoadedGPT2(
+            model,
+            tokenizer,
+            TINY_SOURCE,
+            from_hub=False,
+            released=False,
+            message=message,
+            error=_one_line(error),
+        )
     if released:
         source = f"the released GPT-2 small ({repo_id}@{rev})"
         how = "its model.safetensors has the released SHA-256"

@@ -7,6 +7,7 @@ import torch
 
 import gpt2ln
 from gpt2ln.exercises import check_embed, check_gpt2_param_count
+from gpt2ln.exercises.ch09 import check_cached_attention
 
 
 # ----------------------------------------------------------------------- check_gpt2_param_count
@@ -113,3 +114,50 @@ def test_embed_not_implemented_shape_and_in_place():
 
     with pytest.raises(AssertionError, match="in place"):
         check_embed(in_place)
+
+
+# ------------------------------------------------------------------- check_cached_attention
+def _cached(x_new, k_past, v_past, wa, ba, wp, bp, n_head, *, mask="right", append=True, scale=0.5):
+    B, Tn, d = x_new.shape
+    D, P = d // n_head, k_past.shape[2]
+    q, k, v = (t.view(B, Tn, n_head, D).transpose(1, 2) for t in (x_new @ wa + ba).split(d, dim=-1))
+    if append:
+        k, v = torch.cat([k_past, k], 2), torch.cat([v_past, v], 2)
+    else:
+        k, v = k_past, v_past
+    scores = q @ k.transpose(-2, -1) / D**scale
+    ones = torch.ones(Tn, k.shape[2], dtype=torch.bool)
+    future = {"right": ones.triu(P + 1), "square": ones.triu(1), "none": ~ones}[mask]
+    pattern = torch.softmax(scores.masked_fill(future, float("-inf")), -1)
+    return (pattern @ v).transpose(1, 2).reshape(B, Tn, d) @ wp + bp, k, v
+
+
+def test_cached_attention_right_passes(capsys):
+    check_cached_attention(_cached)
+    assert "✓ check_cached_attention" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(mask="square"), r"as if queries and keys had the same positions"),
+        (dict(mask="none"), r"no causal mask among the new positions"),
+        (dict(append=False, mask="none"), r"attended only to the cached keys"),
+        (dict(scale=1.0), r"1/D instead of 1/sqrt\(D\)"),
+    ],
+)
+def test_cached_attention_mistakes_are_named(kw, words):
+    with pytest.raises(AssertionError, match=words):
+        check_cached_attention(lambda *a: _cached(*a, **kw))
+
+
+def test_cached_attention_cache_not_returned_and_not_implemented():
+    def todo(*a):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_cached_attention(todo)
+    with pytest.raises(AssertionError, match="new positions appended"):
+        check_cached_attention(lambda *a: (_cached(*a)[0], a[1], a[2]))  # the old cache back
+    with pytest.raises(AssertionError, match=r"\(out, k, v\)"):
+        check_cached_attention(lambda *a: _cached(*a)[0])  # the output only

@@ -4,10 +4,13 @@
 ``GPT2(config)`` with the tied unembedding counted once, and names the classic
 counting mistake a wrong answer matches. ``check_embed(fn)`` checks the input of the
 first block, ``fn(idx, wte, wpe) -> wte[idx] + wpe[0..T-1]`` ``[B, T, d]``.
+``check_cached_attention(fn)`` checks one decoding step of causal self-attention with a
+key/value cache against full attention over all positions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,8 @@ from ...model.gpt2 import GPT2
 from ._core import (
     Mistake,
     as_int,
+    as_tensor,
+    as_tuple,
     call,
     call_on_copies,
     compare,
@@ -25,7 +30,7 @@ from ._core import (
     passed,
 )
 
-__all__ = ["check_embed", "check_gpt2_param_count"]
+__all__ = ["check_cached_attention", "check_embed", "check_gpt2_param_count"]
 
 _PRESETS = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")
 
@@ -231,3 +236,125 @@ def check_embed(fn: Callable[..., Any]) -> None:
             skip=(IndexError, RuntimeError),
         )
     passed(check, f"wte[idx] + wpe[0..T-1] right on {len(cases)} inputs")
+
+
+# -------------------------------------------------------------- attention with a key/value cache
+def _heads(t: torch.Tensor, n_head: int) -> torch.Tensor:
+    B, T, d = t.shape
+    return t.view(B, T, n_head, d // n_head).transpose(1, 2)  # [B, H, T, D]
+
+
+def _cached_attention(
+    x_new: torch.Tensor,
+    k_past: torch.Tensor,
+    v_past: torch.Tensor,
+    wa: torch.Tensor,
+    ba: torch.Tensor,
+    wp: torch.Tensor,
+    bp: torch.Tensor,
+    n_head: int,
+    how: str = "right",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Causal attention of the new positions over the cached and new keys, or one classic mistake."""
+    B, Tn, d = x_new.shape
+    D, P = d // n_head, k_past.shape[2]
+    q, k, v = (_heads(t, n_head) for t in (x_new @ wa + ba).split(d, dim=-1))
+    if how == "not_appended":
+        k, v = k_past, v_past
+    else:
+        k, v = torch.cat([k_past, k], dim=2), torch.cat([v_past, v], dim=2)
+    Tk = k.shape[2]
+    scores = q @ k.transpose(-2, -1) / (D if how == "scale_D" else math.sqrt(D))
+    ones = torch.ones(Tn, Tk, dtype=torch.bool)
+    if how == "square_mask":
+        future = ones.triu(diagonal=1)
+    elif how in ("no_mask", "not_appended"):
+        future = torch.zeros_like(ones)
+    else:  # new position i sits at P + i: it sees keys 0 .. P + i
+        future = ones.triu(diagonal=P + 1)
+    pattern = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+    out = (pattern @ v).transpose(1, 2).reshape(B, Tn, d) @ wp + bp
+    return out, k, v
+
+
+_CACHE_MISTAKES = [  # each fn(*args) -> out [B, T_new, d]
+    Mistake(label, "", lambda *a, how=how: _cached_attention(*a, how=how)[0])
+    for how, label in [
+        (
+            "square_mask",
+            "the causal mask was built as if queries and keys had the same positions "
+            "(triu(diagonal=1) on [T_new, P + T_new]): new position i is position P + i, it sees keys "
+            "0 .. P + i, so the mask is triu(diagonal=P + 1)",
+        ),
+        (
+            "no_mask",
+            "no causal mask among the new positions: with one new token nothing is in its future, but "
+            "with several, new token i must not see new tokens after it",
+        ),
+        (
+            "not_appended",
+            "attended only to the cached keys and values: append the new ones first "
+            "(torch.cat along the time axis), a token also attends to itself",
+        ),
+        ("scale_D", "scaled the scores by 1/D instead of 1/sqrt(D) (D = d / n_head, the head width)"),
+    ]
+]
+
+
+def _cache_cases() -> list[tuple[str, int, tuple[Any, ...], torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(what, P, args, out truth, k truth, v truth): full causal attention on P + T_new positions."""
+    gen = torch.Generator().manual_seed(9)
+    out = []
+    for B, P, Tn, d, H in ((2, 5, 1, 12, 3), (1, 4, 3, 8, 2)):
+        x = torch.randn(B, P + Tn, d, generator=gen, dtype=torch.float64)
+        wa = torch.randn(d, 3 * d, generator=gen, dtype=torch.float64) / math.sqrt(d)
+        ba = 0.1 * torch.randn(3 * d, generator=gen, dtype=torch.float64)
+        wp = torch.randn(d, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
+        bp = 0.1 * torch.randn(d, generator=gen, dtype=torch.float64)
+        empty = torch.zeros(B, H, 0, d // H, dtype=torch.float64)
+        full, k, v = _cached_attention(x, empty, empty, wa, ba, wp, bp, H)  # the plain causal forward
+        _, k_past, v_past = _cached_attention(x[:, :P], empty, empty, wa, ba, wp, bp, H)
+        args = (x[:, P:].clone(), k_past, v_past, wa, ba, wp, bp, H)
+        what = f"{P} cached positions and {Tn} new (B={B}, d={d}, {H} heads)"
+        out.append((what, P, args, full[:, P:], k, v))
+    return out
+
+
+def check_cached_attention(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x_new, k_past, v_past, wa, ba, wp, bp, n_head) -> (out, k, v)``.
+
+    One decoding step of GPT-2's causal self-attention with a key/value cache: ``x_new``
+    ``[B, T_new, d]`` are the new positions (already through ``ln_1``), ``k_past``/``v_past``
+    ``[B, H, P, D]`` the keys and values of the ``P`` earlier positions; ``wa [d, 3d]``, ``wp [d, d]``
+    applied as ``x @ W + b``. Returns the attention output for the new positions ``[B, T_new, d]``
+    and the updated cache ``[B, H, P + T_new, D]``. Compared with full causal attention over all
+    ``P + T_new`` positions, for one new token and for three; a wrong output names the mistake.
+    """
+    check = "check_cached_attention"
+    cases = _cache_cases()
+    names = ("x_new", "k_past", "v_past", "wa", "ba", "wp", "bp", "n_head")
+    for what, _, args, out_t, k_t, v_t in cases:
+        res = call_on_copies(check, fn, args, names=names, what=what)
+        out, k, v = as_tuple(check, res, ("out", "k", "v"), f"on {what}: ")
+        compare(
+            check,
+            f"on {what}",
+            out,
+            out_t,
+            1e-8,
+            _CACHE_MISTAKES,
+            args,
+            formula="softmax(q k^T / sqrt(D), masked where key > P + i) v, then @ wp + bp",
+            differs="your attention output differs from full causal attention over all positions",
+        )
+        for name, got, truth in (("k", k, k_t), ("v", v, v_t)):
+            if isinstance(got, torch.Tensor) and got.shape != truth.shape:
+                fail(
+                    check,
+                    f"on {what}: the returned {name} has shape {tuple(got.shape)}, "
+                    f"expected {tuple(truth.shape)}",
+                    "return the cache with the new positions appended along the time axis (dim 2)",
+                )
+            got = as_tensor(check, got, truth, f"the returned {name}")
+            compare(check, f"on {what}, the returned {name}", got, truth, 1e-8, [], args, formula="cat")
+    passed(check, f"the same as full causal attention on {len(cases)} cases (1 and 3 new tokens)")
