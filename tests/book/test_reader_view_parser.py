@@ -110,6 +110,7 @@ def test_a_page_fails_on_a_range_in_its_prose_or_outputs_not_in_its_code(tmp_pat
     page = tmp_path / "ch.html"
     page.write_text(
         '<html><body><article class="bd-article"><p>It is 0.14 to 0.14 times as large.</p>'
+        '<p>A test fails on <code class="literal">3–3</code>, quoted.</p>'
         '<div class="cell"><div class="cell_input"><pre>x = 3-3</pre></div>'
         '<div class="cell_output"><pre>ratio 17.0 to 17.0</pre></div></div></article></body></html>',
         encoding="utf-8",

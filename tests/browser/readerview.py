@@ -73,6 +73,7 @@ SAME_RANGE = re.compile(
 class ReaderView:
     page: str
     prose: str = ""  # visible text outside code cells
+    prose_words: str = ""  # the same without inline code (`0.14 to 0.14` quoted as an example)
     code: list[str] = field(default_factory=list)  # visible code of each code cell
     outputs: list[str] = field(default_factory=list)  # visible text of each cell output
 
@@ -97,8 +98,8 @@ class ReaderView:
 
     def same_number_ranges(self) -> list[str]:
         """Ranges with two equal ends in the prose and the outputs (code is not read: ``3-3`` is
-        arithmetic there)."""
-        return same_number_ranges("\n".join([self.prose, *self.outputs]))
+        arithmetic there, and an inline literal quotes, it does not state)."""
+        return same_number_ranges("\n".join([self.prose_words, *self.outputs]))
 
     def problems(self, chapter: bool = True) -> list[str]:
         """What fails the reader-view tests on this page: for a chapter, bookkeeping terms, more
@@ -160,6 +161,9 @@ def reader_view(path: Path, page: str | None = None) -> ReaderView:
         view.outputs.append(cell_output.get_text())
         cell_output.decompose()
     view.prose = root.get_text(" ")
+    for literal in root.find_all("code"):
+        literal.decompose()
+    view.prose_words = root.get_text(" ")
     return view
 
 
