@@ -247,27 +247,46 @@ TRAINING_CHAPTERS = ("07_pre_vs_post_norm", "08_qk_norm", "11_beyond_layernorm")
 
 
 def test_instructors_page_states_the_recorded_autograde_times():
-    import json
+    """The instructors page gives the CPU seconds of the autograde record; book/checked.md the
+    wall-clock seconds and the load beside them (issue 27: no load averages for instructors)."""
+    from gpt2ln.classroom import span as span_of
 
     record = json.loads((BOOK / "records" / "autograde.json").read_text(encoding="utf-8"))
     assert record["nbgrader"] == "0.9.6" and "HF_HUB_OFFLINE=1" in record["what"]
     assert set(record["chapters"]) == {p.stem for p in _toc_notebooks() if exercise_index([p])}
     plain = {ch: t for ch, t in record["chapters"].items() if ch not in TRAINING_CHAPTERS}
     training = {ch: record["chapters"][ch] for ch in TRAINING_CHAPTERS}
-    text = _prose("instructors.md")
 
     def span(times: dict, key: str) -> str:
         values = [t[key] for t in times.values()]
-        return f"{min(values):.0f} to {max(values):.0f}"
+        return span_of(min(values), max(values), ".0f")
 
-    assert f"it took {span(plain, 'cpu_s')} CPU seconds per chapter" in text
-    assert f"The wall-clock time was {span(plain, 'wall_s')} s" in text
-    assert f"a load average of {span(plain, 'load1')})" in text
-    assert all(t["cpu_s"] < t["wall_s"] / 3 for t in plain.values())  # "under a third"
-    assert f"and take longer: {span(training, 'cpu_s')} CPU seconds per chapter" in text
-    assert f"({span(training, 'wall_s')} s of wall-clock time, under a load average of" in text
-    assert f"under a load average of {span(training, 'load1')})" in text
+    text = _prose("instructors.md")
+    version = record["nbgrader"]
+    assert f"`nbgrader autograde` ({version}) took {span(plain, 'cpu_s')} CPU seconds per chapter" in text
+    assert f"and {span(training, 'cpu_s')} CPU seconds for chapters 7, 8 and 11" in text
+    assert "load average" not in text and "wall-clock" not in text
     assert min(t["cpu_s"] for t in training.values()) > max(t["cpu_s"] for t in plain.values())
+    checked = _prose("checked.md")
+    plain_chapters = "chapters 1 to 6, 9 and 10"
+    assert f"The wall-clock time was {span(plain, 'wall_s')} s per chapter for {plain_chapters}" in checked
+    assert f"and {span(training, 'wall_s')} s for chapters 7, 8 and 11" in checked
+    assert f"(1-minute load averages of {span(plain, 'load1')}, and of {span(training, 'load1')})" in checked
+    assert all(t["cpu_s"] < t["wall_s"] / 3 for t in plain.values())  # "the CPU time much less"
+
+
+def test_checked_page_states_the_small_models_rerun_check():
+    import importlib.resources
+
+    tiny = importlib.resources.files("gpt2ln") / "assets" / "tiny"
+    rerun = json.loads((tiny / "rerun_check.json").read_text(encoding="utf-8"))
+    text = _prose("checked.md")
+    assert f"`{rerun['command']}`" in text and f"for {rerun['steps']} steps three times" in text
+    assert rerun["same_threads"]["threads"] == [1, 1] and rerun["other_threads"]["threads"] == [1, 2]
+    for pair in (rerun["same_threads"], rerun["other_threads"]):  # "identical bit for bit in both pairs"
+        assert pair["identical_losses"] and pair["identical_weights"] and pair["val_loss_diff"] == 0
+    assert "a validation loss of at most 1.70" in text
+    assert "assert val_loss <= 1.70" in (BOOK / "small_model.md").read_text(encoding="utf-8")
 
 
 # book/checked.md, "How this book is checked": every number and name on it, from the code

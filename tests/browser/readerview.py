@@ -7,6 +7,17 @@ Parses ``_build/html`` (no browser needed). Cells tagged ``remove-cell``/``remov
 ``:class: dropdown``: only its title is visible). Then it counts, in what is left, the bookkeeping
 terms (they belong on book/checked.md, "How this book is checked"), the ``assert`` statements in
 visible code, and the error and warning names in visible outputs.
+
+Two things are looked for on every page of the site, not only the chapters: a markdown table that
+reached the page as a paragraph of pipes (``raw_tables``), and a range whose two ends are the same
+number, "0.14 to 0.14" (``same_number_ranges``; ``gpt2ln.classroom.span`` writes ranges that
+cannot be).
+
+Run as a script on built pages, it prints what a reader sees on each and exits 1 if a page would
+fail the reader-view tests, so a chapter can be checked before it is declared in
+``test_reader_view.READER_CLEAN``::
+
+    python tests/browser/readerview.py _build/html/notebooks/07_pre_vs_post_norm.html
 """
 
 from __future__ import annotations
@@ -44,12 +55,25 @@ ERROR_NAMES = re.compile(r"\bTraceback\b|\b[A-Z]\w*(?:Error|Warning)\b")
 # a markdown table that reached the page as text: a separator row |---| (or its typographic
 # dashes, which commonmark's replacements make of ---)
 RAW_TABLE = re.compile(r"\|\s*:?(?:-{3,}|[—–]+)\s*:?\s*\|")
+MAX_ASSERTS = 5  # visible assert statements a chapter page may show
+
+# A range whose two ends print the same: "0.14 to 0.14", "3–3", "17.0 to 17.0 times",
+# "between 2 and 2", "5 % to 5 %". The ends must be the same text (0.14 to 0.140 is not caught),
+# and a number that continues (0.14 to 0.145) is not the same number.
+_NUM = r"[-−+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?"
+_UNIT = r"(?:\s?(?:%|×|x\b|s\b|ms\b|µs\b|GB\b|MB\b|MiB\b|nats?\b))?"
+_END = r"(?![\w.]|,\d)"  # the second end stops there: 0.14 to 0.145 is a range
+SAME_RANGE = re.compile(
+    rf"(?<![\w.,\-−+])(?P<a>{_NUM})(?P<u>{_UNIT})(?:\s+to\s+|\s*[–—]\s*|-)(?P=a)(?P=u){_END}"
+    rf"|\bbetween\s+(?P<b>{_NUM})(?P<v>{_UNIT})\s+and\s+(?P=b)(?P=v){_END}"
+)
 
 
 @dataclass
 class ReaderView:
     page: str
     prose: str = ""  # visible text outside code cells
+    prose_words: str = ""  # the same without inline code (`0.14 to 0.14` quoted as an example)
     code: list[str] = field(default_factory=list)  # visible code of each code cell
     outputs: list[str] = field(default_factory=list)  # visible text of each cell output
 
@@ -71,6 +95,31 @@ class ReaderView:
 
     def error_names(self) -> list[str]:
         return [m.group(0) for out in self.outputs for m in ERROR_NAMES.finditer(out)]
+
+    def same_number_ranges(self) -> list[str]:
+        """Ranges with two equal ends in the prose and the outputs (code is not read: ``3-3`` is
+        arithmetic there, and an inline literal quotes, it does not state)."""
+        return same_number_ranges("\n".join([self.prose_words, *self.outputs]))
+
+    def problems(self, chapter: bool = True) -> list[str]:
+        """What fails the reader-view tests on this page: for a chapter, bookkeeping terms, more
+        than MAX_ASSERTS asserts and error names as well as the checks of every page."""
+        found = []
+        if chapter:
+            if terms := self.terms():
+                found.append(f"bookkeeping terms {terms}")
+            if (n := self.asserts()) > MAX_ASSERTS:
+                found.append(f"{n} visible asserts (at most {MAX_ASSERTS})")
+            if names := self.error_names():
+                found.append(f"error names in outputs {names}")
+        if ranges := self.same_number_ranges():
+            found.append(f"ranges with equal ends {ranges}")
+        return found
+
+
+def same_number_ranges(text: str) -> list[str]:
+    """Every range in ``text`` whose two ends are the same number: "0.14 to 0.14", "3–3"."""
+    return [m.group(0) for m in SAME_RANGE.finditer(" ".join(text.split()))]
 
 
 def _soup(html: str):
@@ -112,14 +161,63 @@ def reader_view(path: Path, page: str | None = None) -> ReaderView:
         view.outputs.append(cell_output.get_text())
         cell_output.decompose()
     view.prose = root.get_text(" ")
+    for literal in root.find_all("code"):
+        literal.decompose()
+    view.prose_words = root.get_text(" ")
     return view
 
 
 def raw_tables(path: Path) -> list[str]:
-    """Paragraphs of the page that hold a markdown table's separator row as text."""
+    """Text blocks of the page (paragraphs, list items, table cells, outputs) that hold a markdown
+    table's separator row as text. Code cells' sources are not read."""
     soup = _soup(path.read_text(encoding="utf-8"))
-    return [p.get_text()[:120] for p in soup.find_all("p") if RAW_TABLE.search(p.get_text())]
+    for tag in soup.find_all(["script", "style", "template"]):
+        tag.decompose()
+    for tag in soup.select("div.cell_input"):
+        tag.decompose()
+    blocks = soup.find_all(["p", "li", "td", "th", "blockquote"]) + soup.select("div.cell_output pre")
+    found = [b for b in blocks if RAW_TABLE.search(b.get_text())]
+    # a list item holding a paragraph is one table, not two: keep the innermost block
+    inner = [b for b in found if not any(o is not b and any(p is b for p in o.parents) for o in found)]
+    return [b.get_text()[:120] for b in inner]
+
+
+def site_pages(site: Path) -> list[str]:
+    """Every HTML page of a built site, relative to it (``book/intro.html``, ``genindex.html``,
+    ``index.html``, ...), without what Sphinx copies into folders named ``_*`` (``_static``, with
+    the vendored MathJax and widget files, ``_sources``, ``_images``)."""
+    pages = []
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site)
+        if not any(part.startswith("_") for part in rel.parts[:-1]):
+            pages.append(rel.as_posix())
+    return pages
 
 
 #: lines for the end of the test run (conftest.py prints them): the counts of every chapter
 REPORT: list[str] = []
+
+
+def main(argv: list[str]) -> int:
+    """Print what a reader sees on each built page given and what would fail; 1 if anything."""
+    failed = 0
+    for arg in argv:
+        path = Path(arg)
+        view = reader_view(path)
+        chapter = path.parent.name == "notebooks"
+        problems = view.problems(chapter=chapter)
+        if tables := raw_tables(path):
+            problems.append(f"{len(tables)} markdown tables shown as text: {tables}")
+        note = "" if chapter else " (not a chapter: only tables and ranges count)"
+        print(f"{arg}: terms {sum(view.terms().values())}, asserts {view.asserts()}, "
+              f"error names {len(view.error_names())}{note}")
+        for problem in problems:
+            print(f"  FAIL {problem}")
+        failed |= bool(problems)
+    return int(failed)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
