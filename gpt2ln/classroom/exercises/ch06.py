@@ -399,11 +399,11 @@ def _allowed(keep: torch.Tensor) -> torch.Tensor:
 
 _PATTERN_MISTAKES: list[tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]] = [
     (
-        "padding applied to the queries (rows) instead of the keys (columns): real tokens still "
-        "attend to the padding",
+        "the padding never reaches the keys: real tokens still attend to the padding (no padding part, "
+        "or the padding applied to the queries (rows) instead of the keys (columns))",
         "a padding token must not be *attended to*: index keep as keep[:, None, None, :], the last "
         "axis of the scores is the keys",
-        lambda keep: _causal(keep.shape[-1])[None, None] & keep[:, None, :, None],
+        lambda keep: _causal(keep.shape[-1])[None, None].expand(keep.shape[0], 1, -1, -1),
     ),
     (
         "the keep flags inverted: real tokens attend only to the padding",
@@ -416,15 +416,12 @@ _PATTERN_MISTAKES: list[tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]]
         lambda keep: keep[:, None, None, :].expand(-1, 1, keep.shape[-1], -1),
     ),
     (
-        "no padding part: real tokens attend to the padding",
-        "also block the keys where keep is False",
-        lambda keep: _causal(keep.shape[-1])[None, None].expand(keep.shape[0], 1, -1, -1),
-    ),
-    (
         "the upper triangle: queries attend to the future and not to the past",
         "query i may see keys j <= i: .tril(), not .triu()",
-        lambda keep: torch.ones(keep.shape[-1], keep.shape[-1], dtype=torch.bool).triu()[None, None]
-        & keep[:, None, None, :],
+        lambda keep: (
+            torch.ones(keep.shape[-1], keep.shape[-1], dtype=torch.bool).triu()[None, None]
+            & keep[:, None, None, :]
+        ),
     ),
     (
         "the diagonal masked: a query may not attend to its own token",
@@ -440,9 +437,16 @@ _MASK_FORMULA = (
 
 
 def _mask_cases() -> list[tuple[str, torch.Tensor]]:
-    left = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool)
-    right = torch.tensor([[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool)
-    return [("a left-padded batch (keep of shape [3, 7])", left), ("a right-padded batch (keep of shape [3, 7])", right)]
+    left = torch.tensor(
+        [[0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool
+    )
+    right = torch.tensor(
+        [[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool
+    )
+    return [
+        ("a left-padded batch (keep of shape [3, 7])", left),
+        ("a right-padded batch (keep of shape [3, 7])", right),
+    ]
 
 
 def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
@@ -452,7 +456,7 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
     ``[B, H, T, T]`` before the softmax, in float32, bfloat16 and float16, on a left- and a
     right-padded batch. Every softmax row must be finite (a left-padded padding query sees
     no key), and every real token's attention must be over exactly its earlier real tokens.
-    A wrong mask names the mistake it matches: padding on the queries, keep inverted, no
+    A wrong mask names the mistake it matches: the padding on the queries or missing, keep inverted, no
     causal or no padding part, the upper triangle, the diagonal masked, -inf (NaN rows),
     inf * 0 (NaN), a masked value too small, a wrong shape or dtype.
     """
@@ -468,7 +472,11 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
             out = call_on_copies(check, fn, (keep, dtype), names=("keep", "dtype"), what=where)
             out = from_numpy(out)
             if not isinstance(out, torch.Tensor):
-                fail(check, f"{where}: expected a torch.Tensor, got {type(out).__name__}", "a missing `return`?")
+                fail(
+                    check,
+                    f"{where}: expected a torch.Tensor, got {type(out).__name__}",
+                    "a missing `return`?",
+                )
             if out.dtype == torch.bool:
                 fail(
                     check,
@@ -482,13 +490,15 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
                     if tuple(out.shape) == (B, T, T)
                     else "the mask is [B, 1, T, T]: batch, one for all heads, queries, keys"
                 )
-                fail(check, f"{where}: the mask has shape {tuple(out.shape)}, expected {(B, 1, T, T)}", likely)
+                fail(
+                    check, f"{where}: the mask has shape {tuple(out.shape)}, expected {(B, 1, T, T)}", likely
+                )
             if out.dtype != dtype:
                 fail(
                     check,
                     f"{where}: the mask has dtype {out.dtype}, expected {dtype}",
-                    "create it with dtype=dtype: a float32 mask added to float16 scores makes float32 scores, "
-                    "and torch.finfo(torch.float32).min is -inf in float16",
+                    "create it with dtype=dtype: a float32 mask added to float16 scores makes float32 "
+                    "scores, and torch.finfo(torch.float32).min is -inf in float16",
                 )
             out = out.detach()
             if torch.isnan(out).any():
@@ -496,10 +506,13 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
                     check,
                     f"{where}: the mask contains NaN",
                     "inf * 0: a large number cast to the dtype (1e10 is inf in float16) multiplied by "
-                    "(1 - allowed). Select instead of multiplying: masked_fill(~allowed, torch.finfo(dtype).min)",
+                    "(1 - allowed). Select instead of multiplying: "
+                    "masked_fill(~allowed, torch.finfo(dtype).min)",
                 )
             if (out == float("inf")).any():
-                fail(check, f"{where}: the mask contains +inf", "the masked value must be large and *negative*")
+                fail(
+                    check, f"{where}: the mask contains +inf", "the masked value must be large and *negative*"
+                )
             scores = (2.0 * torch.randn(B, H, T, T, generator=gen, dtype=torch.float64)).to(dtype)
             weights = torch.softmax(scores + out, dim=-1)
             if not torch.isfinite(weights).all():
@@ -513,8 +526,8 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
                     else "a masked value that overflows when added to the scores; use torch.finfo(dtype).min"
                 )
                 fail(check, f"{where}: the softmax row of sequence {b}, query {i} is not finite", likely)
-            # the learner's pattern: which keys each real query can see, read off the mask itself
-            seen = torch.softmax(out.double(), dim=-1) > 1e-6
+            # the learner's pattern: which keys each real query may see, read off the mask itself
+            seen = out.double() > -100.0  # not masked (a masked entry is far below)
             truth = torch.softmax(
                 scores.double().masked_fill(~allowed, float("-inf")).masked_fill(~real_rows, 0.0), dim=-1
             )
@@ -525,7 +538,9 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
             same_zeros = bool(((out == 0) == allowed)[real_rows].all())
             for label, fix, pattern in _PATTERN_MISTAKES:
                 if bool((seen == pattern(keep))[real_rows].all()):
-                    fail_mistake(check, f"{where}: the real tokens' attention differs from the reference", label, fix)
+                    fail_mistake(
+                        check, f"{where}: the real tokens' attention differs from the reference", label, fix
+                    )
             if same_zeros:
                 fail_mistake(
                     check,
