@@ -12,6 +12,7 @@ import torch.nn.functional as F
 import gpt2ln
 from gpt2ln import GPT2Config
 from gpt2ln.exercises import check_causal_attention, check_gelu
+from gpt2ln.exercises.ch06 import check_padded_causal_mask
 
 
 # ----------------------------------------------------------------------- check_causal_attention
@@ -263,4 +264,112 @@ def test_checks_leave_the_global_random_state_alone():
     torch.manual_seed(0)
     check_causal_attention(right_attention)
     check_gelu(right_gelu)
+    check_padded_causal_mask(right_mask)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ----------------------------------------------------------------------- check_padded_causal_mask
+def _mask(
+    keep,
+    dtype,
+    *,
+    keys=True,
+    invert=False,
+    causal="tril",
+    padding=True,
+    value="min",
+    shape4=True,
+    out_dtype=None,
+):
+    """A learner's padded causal mask, right by default; each keyword reproduces one mistake."""
+    T = keep.shape[-1]
+    tri = {
+        "tril": torch.ones(T, T, dtype=torch.bool).tril(),
+        "triu": torch.ones(T, T, dtype=torch.bool).triu(),
+        "strict": torch.ones(T, T, dtype=torch.bool).tril(-1),
+        "none": torch.ones(T, T, dtype=torch.bool),
+    }[causal]
+    k = ~keep if invert else keep
+    pad = k[:, None, None, :] if keys else k[:, None, :, None]
+    allowed = tri[None, None] & pad if padding else tri[None, None].expand(keep.shape[0], 1, T, T)
+    dt = out_dtype or dtype
+    if value == "mul":  # the official formula's product, in the mask's dtype
+        b = allowed.to(dt)
+        big = torch.tensor(1e10, dtype=dt)
+        mask = -big * (1 - b)
+    else:
+        fill = {"min": torch.finfo(dt).min, "-inf": float("-inf"), "small": -5.0}[value]
+        mask = torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, fill)
+    return mask if shape4 else mask[:, 0]
+
+
+def right_mask(keep, dtype):
+    return _mask(keep, dtype)
+
+
+def right_mask_where(keep, dtype):  # another right answer: torch.where, -1e4 (finite in every dtype)
+    T = keep.shape[-1]
+    allowed = torch.ones(T, T, dtype=torch.bool).tril() & keep[:, None, None, :]
+    return torch.where(allowed, torch.tensor(0.0, dtype=dtype), torch.tensor(-1e4, dtype=dtype))
+
+
+@pytest.mark.parametrize("fn", [right_mask, right_mask_where])
+def test_right_masks_pass(fn, capsys):
+    check_padded_causal_mask(fn)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_padded_causal_mask")
+
+
+MASK_MISTAKES = {
+    "queries": (dict(keys=False), "the padding never reaches the keys"),
+    "inverted": (dict(invert=True), "keep flags inverted"),
+    "no causal": (dict(causal="none"), "no causal part"),
+    "no padding": (dict(padding=False), "the padding never reaches the keys"),
+    "triu": (dict(causal="triu"), "upper triangle"),
+    "diagonal": (dict(causal="strict"), "diagonal masked"),
+    "-inf": (dict(value="-inf"), "-inf for the masked keys"),
+    "inf * 0": (dict(value="mul"), "inf * 0"),
+    "too small": (dict(value="small"), "not negative enough"),
+    "no head axis": (dict(shape4=False), "add the head axis"),
+    "float32 always": (dict(out_dtype=torch.float32), "create it with dtype=dtype"),
+}
+
+
+@pytest.mark.parametrize("name", list(MASK_MISTAKES))
+def test_each_mask_mistake_fails_naming_it(name):
+    kwargs, words = MASK_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_padded_causal_mask") as info:
+        check_padded_causal_mask(lambda keep, dtype: _mask(keep, dtype, **kwargs))
+    assert words in str(info.value), str(info.value)
+
+
+def test_a_boolean_mask_is_told_to_be_additive():
+    def boolean(keep, dtype):
+        T = keep.shape[-1]
+        return torch.ones(T, T, dtype=torch.bool).tril()[None, None] & keep[:, None, None, :]
+
+    with pytest.raises(AssertionError, match="additive mask"):
+        check_padded_causal_mask(boolean)
+
+
+def test_unimplemented_mask_says_not_implemented_yet():
+    def padded_causal_mask(keep, dtype):
+        raise NotImplementedError()
+
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_padded_causal_mask(padded_causal_mask)
+
+
+def test_a_mask_returning_none_asks_for_a_return():
+    with pytest.raises(AssertionError, match="missing `return`"):
+        check_padded_causal_mask(lambda keep, dtype: None)
+
+
+def test_a_mask_changing_keep_in_place_is_told():
+    def in_place(keep, dtype):
+        out = right_mask(keep, dtype)
+        keep[:] = True
+        return out
+
+    with pytest.raises(AssertionError, match="check_padded_causal_mask"):
+        check_padded_causal_mask(in_place)

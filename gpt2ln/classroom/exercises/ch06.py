@@ -4,7 +4,10 @@
 ``fn(x, c_attn_w, c_attn_b, c_proj_w, c_proj_b, n_head) -> y`` (weights in GPT-2's
 ``Conv1D`` layout ``[in, out]``) on inputs where each classic mistake gives a
 different answer, and names the one it matches. ``check_gelu(fn)`` checks GPT-2's
-tanh GELU the same way.
+tanh GELU the same way. ``check_padded_causal_mask(fn)`` runs the learner's
+``fn(keep, dtype) -> mask``, an additive ``[B, 1, T, T]`` mask combining the causal
+mask with a padding mask, inside attention in three dtypes, and names the mistake a
+wrong mask matches.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from ._core import (
     close,
     compare,
     fail,
+    fail_mistake,
+    from_numpy,
     passed,
     require_unchanged,
 )
 
-__all__ = ["check_causal_attention", "check_gelu"]
+__all__ = ["check_causal_attention", "check_gelu", "check_padded_causal_mask"]
 
 
 _IN_PLACE = "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead"
@@ -380,3 +385,177 @@ def check_gelu(fn: Callable[..., Any]) -> None:
         hint = near if float((y - truth).abs().max()) < 1e-4 else None
         compare(check, f"on {what}", y, truth, tol, mistakes, (x.double(),), formula=_GELU_FORMULA, hint=hint)
     passed(check, f"matches {_GELU_FORMULA} on 3 inputs (float64 grid over [-8, 8], float32, |x| up to 100)")
+
+
+# ---------------------------------------------------------------------------- padding mask
+def _causal(T: int) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def _allowed(keep: torch.Tensor) -> torch.Tensor:
+    """[B, 1, T, T]: query i may attend key j when j <= i and key j is a real token."""
+    return _causal(keep.shape[-1])[None, None] & keep[:, None, None, :]
+
+
+_PATTERN_MISTAKES: list[tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]] = [
+    (
+        "the padding never reaches the keys: real tokens still attend to the padding (no padding part, "
+        "or the padding applied to the queries (rows) instead of the keys (columns))",
+        "a padding token must not be *attended to*: index keep as keep[:, None, None, :], the last "
+        "axis of the scores is the keys",
+        lambda keep: _causal(keep.shape[-1])[None, None].expand(keep.shape[0], 1, -1, -1),
+    ),
+    (
+        "the keep flags inverted: real tokens attend only to the padding",
+        "keep is True at a real token: allow the keys where keep is True",
+        lambda keep: _causal(keep.shape[-1])[None, None] & ~keep[:, None, None, :],
+    ),
+    (
+        "no causal part: every real token also attends to later positions",
+        "combine the padding with the lower triangle: torch.ones(T, T, dtype=torch.bool).tril()",
+        lambda keep: keep[:, None, None, :].expand(-1, 1, keep.shape[-1], -1),
+    ),
+    (
+        "the upper triangle: queries attend to the future and not to the past",
+        "query i may see keys j <= i: .tril(), not .triu()",
+        lambda keep: (
+            torch.ones(keep.shape[-1], keep.shape[-1], dtype=torch.bool).triu()[None, None]
+            & keep[:, None, None, :]
+        ),
+    ),
+    (
+        "the diagonal masked: a query may not attend to its own token",
+        "keys j <= i, the diagonal included: .tril() (diagonal=0)",
+        lambda keep: _causal(keep.shape[-1]).tril(-1)[None, None] & keep[:, None, None, :],
+    ),
+]
+
+_MASK_FORMULA = (
+    "allowed = tril(ones(T, T))[None, None] & keep[:, None, None, :]; "
+    "mask = zeros(B, 1, T, T, dtype).masked_fill(~allowed, torch.finfo(dtype).min)"
+)
+
+
+def _mask_cases() -> list[tuple[str, torch.Tensor]]:
+    left = torch.tensor(
+        [[0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool
+    )
+    right = torch.tensor(
+        [[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.bool
+    )
+    return [
+        ("a left-padded batch (keep of shape [3, 7])", left),
+        ("a right-padded batch (keep of shape [3, 7])", right),
+    ]
+
+
+def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
+    """Check ``fn(keep, dtype)`` is the additive causal-and-padding mask ``[B, 1, T, T]``.
+
+    ``keep``: ``[B, T]`` bool, True at a real token. The mask is added to scores
+    ``[B, H, T, T]`` before the softmax, in float32, bfloat16 and float16, on a left- and a
+    right-padded batch. Every softmax row must be finite (a left-padded padding query sees
+    no key), and every real token's attention must be over exactly its earlier real tokens.
+    A wrong mask names the mistake it matches: the padding on the queries or missing, keep inverted, no
+    causal or no padding part, the upper triangle, the diagonal masked, -inf (NaN rows),
+    inf * 0 (NaN), a masked value too small, a wrong shape or dtype.
+    """
+    check = "check_padded_causal_mask"
+    gen = torch.Generator().manual_seed(6)
+    H = 2
+    for what, keep in _mask_cases():
+        B, T = keep.shape
+        allowed = _allowed(keep)
+        real_rows = keep[:, None, :, None].expand(B, 1, T, T)  # rows of real queries
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            where = f"on {what}, dtype={dtype}"
+            out = call_on_copies(check, fn, (keep, dtype), names=("keep", "dtype"), what=where)
+            out = from_numpy(out)
+            if not isinstance(out, torch.Tensor):
+                fail(
+                    check,
+                    f"{where}: expected a torch.Tensor, got {type(out).__name__}",
+                    "a missing `return`?",
+                )
+            if out.dtype == torch.bool:
+                fail(
+                    check,
+                    f"{where}: the mask is boolean",
+                    "the exercise asks for an additive mask: 0 where allowed, a large negative number "
+                    "elsewhere (zeros(..., dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min))",
+                )
+            if tuple(out.shape) != (B, 1, T, T):
+                likely = (
+                    "add the head axis: [B, 1, T, T], so that the mask broadcasts over the H heads"
+                    if tuple(out.shape) == (B, T, T)
+                    else "the mask is [B, 1, T, T]: batch, one for all heads, queries, keys"
+                )
+                fail(
+                    check, f"{where}: the mask has shape {tuple(out.shape)}, expected {(B, 1, T, T)}", likely
+                )
+            if out.dtype != dtype:
+                fail(
+                    check,
+                    f"{where}: the mask has dtype {out.dtype}, expected {dtype}",
+                    "create it with dtype=dtype: a float32 mask added to float16 scores makes float32 "
+                    "scores, and torch.finfo(torch.float32).min is -inf in float16",
+                )
+            out = out.detach()
+            if torch.isnan(out).any():
+                fail(
+                    check,
+                    f"{where}: the mask contains NaN",
+                    "inf * 0: a large number cast to the dtype (1e10 is inf in float16) multiplied by "
+                    "(1 - allowed). Select instead of multiplying: "
+                    "masked_fill(~allowed, torch.finfo(dtype).min)",
+                )
+            if (out == float("inf")).any():
+                fail(
+                    check, f"{where}: the mask contains +inf", "the masked value must be large and *negative*"
+                )
+            scores = (2.0 * torch.randn(B, H, T, T, generator=gen, dtype=torch.float64)).to(dtype)
+            weights = torch.softmax(scores + out, dim=-1)
+            if not torch.isfinite(weights).all():
+                bad = (~torch.isfinite(weights)).any(dim=-1)  # [B, H, T]
+                b, _, i = (int(t) for t in bad.nonzero()[0])
+                likely = (
+                    "-inf for the masked keys: a query that may see no key (a left-padded padding "
+                    "token) gets a row of -inf, and softmax(-inf, ..., -inf) is NaN. Use the dtype's "
+                    "most negative finite number, torch.finfo(dtype).min"
+                    if (out == float("-inf")).any()
+                    else "a masked value that overflows when added to the scores; use torch.finfo(dtype).min"
+                )
+                fail(check, f"{where}: the softmax row of sequence {b}, query {i} is not finite", likely)
+            # the learner's pattern: which keys each real query may see, read off the mask itself
+            seen = out.double() > -100.0  # not masked (a masked entry is far below)
+            truth = torch.softmax(
+                scores.double().masked_fill(~allowed, float("-inf")).masked_fill(~real_rows, 0.0), dim=-1
+            )
+            tol = 1e-5 if dtype == torch.float32 else 2e-2
+            err = ((weights.double() - truth).abs() * real_rows).max().item()
+            if err <= tol:
+                continue
+            same_zeros = bool(((out == 0) == allowed)[real_rows].all())
+            for label, fix, pattern in _PATTERN_MISTAKES:
+                if bool((seen == pattern(keep))[real_rows].all()):
+                    fail_mistake(
+                        check, f"{where}: the real tokens' attention differs from the reference", label, fix
+                    )
+            if same_zeros:
+                fail_mistake(
+                    check,
+                    f"{where}: masked keys still get weight (up to {err:.2g})",
+                    "the masked value is not negative enough",
+                    "use the dtype's most negative finite number, torch.finfo(dtype).min",
+                )
+            fail(
+                check,
+                f"{where}: the real tokens' attention differs from the reference by up to {err:.2g}; "
+                "no single classic mistake explains it",
+                f"expected {_MASK_FORMULA}",
+            )
+    passed(
+        check,
+        "finite in float32, bfloat16 and float16; each real token attends to exactly its earlier real "
+        "tokens, on left- and right-padded batches",
+    )
