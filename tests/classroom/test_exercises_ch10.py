@@ -197,3 +197,33 @@ def test_logit_attribution_other_failures():
         check_logit_attribution(lambda w, W, b, t: _dla(w, W, b, t).sum())
     with pytest.raises(AssertionError, match="differ from the direct logit attribution"):
         check_logit_attribution(lambda w, W, b, t: _dla(w, W, b, t) * 1.5)
+
+
+# ---------------------------------------------------------------------------- no known mistake
+NO_MATCH = {  # wrong answers that match none of the listed mistakes, and text of the answer they must not see
+    "check_fold_ln": (
+        lambda g, b, W, c: (W * g[None, :] * 1.5, c - W @ b),
+        ("W * g[None, :]", "c + W @ b", "Likely mistake"),
+    ),
+    "check_center_unembed": (
+        lambda W, b: (W - W.mean(0, keepdim=True) + 0.1 * W, b - b.mean()),
+        ("W_U.mean(dim=0", "b_U - b_U.mean()", "Likely mistake"),
+    ),
+    "check_logit_attribution": (
+        lambda w, W, b, t: _dla(w, W, b, t) * 1.5,
+        ("writes.mean(-1", "sigma(writes.sum(0))", "Likely mistake"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NO_MATCH))
+def test_no_known_mistake_gives_a_hint_not_the_answer(name):
+    import gpt2ln.exercises.ch10 as ch10
+
+    fn, answer = NO_MATCH[name]
+    with pytest.raises(AssertionError, match=name) as e:
+        getattr(ch10, name)(fn)
+    msg = str(e.value)
+    assert "No known mistake matches this answer. Hint:" in msg, msg
+    for text in answer:
+        assert text not in msg, (text, msg)

@@ -45,6 +45,11 @@ from ._core import (
 __all__ = ["check_center_unembed", "check_fold_ln", "check_logit_attribution", "check_logit_lens"]
 
 
+def _no_known_mistake(check: str, failed: str, hint: str) -> None:
+    """Fail saying that no known mistake matches, with a hint that leaves the answer to the learner."""
+    fail(check, f"{failed}.\n  No known mistake matches this answer. Hint: {hint}")
+
+
 # ---------------------------------------------------------------------------- folding
 _FOLD_MISTAKES = [  # fn(g, b, W, c) -> (W_f, c_f)
     Mistake(
@@ -116,11 +121,11 @@ def check_fold_ln(fn: Callable[..., Any]) -> None:
         )
         if best is not None and explains:
             fail_mistake(check, failed, best.label, best.fix)
-        fail(
+        _no_known_mistake(
             check,
             f"{failed} ({'W_f is right, c_f is not' if close(W_f, W * g, 1e-9) else 'W_f is wrong'})",
-            "write layer_norm(x, g, b) = normalize(x) * g + b and push both terms through W: "
-            "W_f = W * g[None, :] (g scales W's input columns), c_f = c + W @ b",
+            "write layer_norm(x, g, b) as normalize(x) * g + b and push each of the two terms through "
+            "the layer on its own. Which axis of W meets g? Is b added before or after W?",
         )
     passed(check, f"normalize(x) @ W_f.T + c_f == layer_norm(x, g, b) @ W.T + c for W of shapes {shapes}")
 
@@ -262,11 +267,12 @@ def check_center_unembed(fn: Callable[..., Any]) -> None:
         )
         if best is not None and explains:
             fail_mistake(check, failed, best.label, best.fix)
-        fail(
+        _no_known_mistake(
             check,
             failed,
-            "subtract from W_U its mean over the vocabulary (dim 0) and from b_U its mean: "
-            "every logit of a position then moves by the same number",
+            "adding the same number to every logit of a position leaves its probabilities alone. "
+            "Which mean of W_U (over which axis) changes every logit of a position by the same number, "
+            "and what must happen to b_U?",
         )
     passed(
         check,
@@ -343,9 +349,26 @@ def check_logit_attribution(fn: Callable[..., Any]) -> None:
         truth = _centred(writes) / _ln_sigma(x) @ W[token]
         y = as_tensor(check, out, truth, "the contributions").detach().double()
         total = float(y.sum()) + float(b[token])
+        where = f"on {what} (contributions + b_U[token] = {total:.4g}, the logit is {logit:.4g})"
+        if not close(y, truth, 1e-7):
+            best, explains = nearest_mistake(
+                _attribution_mistakes(),
+                lambda m, a=(writes, W, b, token): torch.as_tensor(m.fn(*a), dtype=torch.float64),
+                y,
+                truth,
+                1e-7,
+            )
+            if best is None or not explains:
+                _no_known_mistake(
+                    check,
+                    f"{where}, your contributions differ from the direct logit attribution "
+                    f"by up to {float((y - truth).abs().max()):.3g}",
+                    "write ln_f's output for the sum x of the writes, (x - mean(x)) / sigma(x), "
+                    "and split it into one term per write. Which parts of it are shared by all writes?",
+                )
         compare(
             check,
-            f"on {what} (contributions + b_U[token] = {total:.4g}, the logit is {logit:.4g})",
+            where,
             y,
             truth,
             1e-7,
