@@ -18,6 +18,7 @@
 # to their newest) and builds it only on a miss. Building needs the package registry; the
 # tests then run offline.
 # Usage: bash scripts/test_floors.sh [pytest args for the notebook run, default: notebooks]
+#   FLOORS_UNIT_TESTS="tests/x.py ..." runs those unit tests instead of the list below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/stages.sh
@@ -96,6 +97,8 @@ unit_tests=(
   tests/model/test_norms.py tests/model/test_variants.py tests/classroom/test_exercises_*.py
   tests/book/test_requirements.py
 )
+# FLOORS_UNIT_TESTS (space-separated paths) runs others instead, e.g. to try this script quickly
+if [ -n "${FLOORS_UNIT_TESTS:-}" ]; then read -r -a unit_tests <<<"$FLOORS_UNIT_TESTS"; fi
 stage "floors: unit tests, offline" \
   bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"
 
