@@ -11,6 +11,14 @@
 #                               newest (.venv)                          book build (+ unit tests)
 #   every unit test             .venv (newest), native path             unit tests; the floors lane
 #                                                                       runs those touching a dependency again
+#                                                                       (scripts/test_floors.sh says which, and why)
+# Lanes and cells, the other way round:
+#   unit tests (.venv)           every unit test, newest versions, native path
+#   floors lane (.venv-floors)   every chapter at the floors on the portable path; the unit tests
+#                                that touch a dependency's API, at the floors
+#   Colab lane (.venv-colab)     every chapter alone, from the wheel, at Colab's versions, native
+#   book build (.venv)           every chapter at the newest versions, native path
+#   browser tests                the built site
 # One lane covers two cells where it can: the floors lane's notebooks run on the portable
 # path (floors x portable), the book build executes every notebook at the newest versions on
 # the native path (newest x native). So no lane runs the notebooks in .venv under nbval (it

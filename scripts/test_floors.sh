@@ -18,6 +18,7 @@
 # to their newest) and builds it only on a miss. Building needs the package registry; the
 # tests then run offline.
 # Usage: bash scripts/test_floors.sh [pytest args for the notebook run, default: notebooks]
+#   FLOORS_UNIT_TESTS="tests/x.py ..." runs those unit tests instead of the list below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/stages.sh
@@ -69,17 +70,24 @@ names = ["torch", "transformers", "numpy", "matplotlib", "ipywidgets", "safetens
 print("== floors:", ", ".join(f"{n} {version(n)}" for n in names))
 EOF
 
-# The unit tests that import a dependency whose floor matters (chosen by grep for
-# transformers, safetensors, huggingface_hub, numpy, nbformat, nbclient, matplotlib,
-# ipywidgets, tqdm imports in tests/ and gpt2ln/):
-#   test_loading.py, test_model.py  transformers (tests/hf_utils.py), safetensors, huggingface_hub
+# The unit tests that touch a dependency's API where a floor can differ from the newest
+# release. Every unit test also runs in the main lane (scripts/test.sh, .venv, newest); this
+# lane runs again only what the floors could break, each file for the reason given:
+#   test_loading.py, test_model.py  transformers loading and matching (tests/hf_utils.py),
+#                                   safetensors, huggingface_hub
 #   test_tiny.py                    transformers loads the shipped tiny model; safetensors
 #   test_train.py                   tqdm (gpt2ln/lab/train.py)
-#   test_widgets.py                 nbformat, nbclient, ipywidgets (the widget cells, executed)
-#   test_assign.py                  nbformat, nbclient (gpt2ln/classroom/assign.py)
+#   test_widgets.py                 nbformat, nbclient: the live-figure cells (setup + live
+#                                   cells only), executed, their HTML output parsed
+#   test_assign.py                  nbformat (gpt2ln/classroom/assign.py); nbclient runs each
+#                                   student notebook from its setup to its first exercise check
 #   test_notebooks_clean.py         nbformat
-#   test_norms.py, test_variants.py, test_exercises_*.py   numpy
+#   test_norms.py, test_variants.py, test_exercises_*.py   numpy (arrays in and out)
 #   test_requirements.py            packaging, and the files this lane reads
+# (test_assign's student runs used to execute each chapter up to its first exercise, its
+# training included: 2,078 s of 3,078 s of test time in a measured run of every unit test
+# (under load), and the long pole of this stage's 470 s. They now skip the run-up, whose
+# cells are the instructor notebook's own, which the notebook stage below runs in full.)
 # Left out: test_quotes.py (checks the book's quotes against the installed transformers
 # source, which the book pins to one 5.x release on purpose), test_nbgrader.py (nbgrader
 # is in requirements-nbgrader.txt, not requirements.txt), tests/browser (the built site).
@@ -89,6 +97,8 @@ unit_tests=(
   tests/model/test_norms.py tests/model/test_variants.py tests/classroom/test_exercises_*.py
   tests/book/test_requirements.py
 )
+# FLOORS_UNIT_TESTS (space-separated paths) runs others instead, e.g. to try this script quickly
+if [ -n "${FLOORS_UNIT_TESTS:-}" ]; then read -r -a unit_tests <<<"$FLOORS_UNIT_TESTS"; fi
 stage "floors: unit tests, offline" \
   bash scripts/offline.sh "$PY" -m pytest -p no:cacheprovider -q "${xdist[@]}" "${unit_tests[@]}"
 

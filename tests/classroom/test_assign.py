@@ -276,6 +276,32 @@ def _expected_failing_cell(student):
     )
 
 
+def _without_the_run_up(student, instructor, expected):
+    """The student notebook less its run-up: the code cells after the setup (every cell before
+    the first "## " section) and before the first stub. Those cells are the instructor
+    notebook's own, unchanged (asserted here), and every notebook lane runs them in full
+    (floors, Colab, the book build); here they cost most of each chapter's run (chapters 7, 8
+    and 11 train their models there) to reach a stub and a check that need only the setup.
+    Returns the shorter notebook and the expected failing cell's index in it."""
+    cells = student.cells
+    first_stub = next(i for i, c in enumerate(cells) if c.cell_type == "code" and CODE_STUB in c.source)
+    solution = "### BEGIN SOLUTION"
+    first_solution = next(
+        i for i, c in enumerate(instructor.cells) if c.cell_type == "code" and solution in c.source
+    )
+    run_up = [c.source for c in cells[:first_stub] if c.cell_type == "code"]
+    assert run_up == [c.source for c in instructor.cells[:first_solution] if c.cell_type == "code"], (
+        "the student notebook's code before its first stub differs from the instructor's"
+    )
+    first_section = next(
+        (i for i, c in enumerate(cells) if c.cell_type == "markdown" and "\n## " in "\n" + c.source), 0
+    )
+    keep = [i for i in range(len(cells)) if i < first_section or i >= first_stub]
+    short = nbformat.from_dict(dict(student))
+    short.cells = [cells[i] for i in keep]
+    return short, keep.index(expected)
+
+
 @pytest.mark.parametrize("name", _with_exercises())
 def test_student_notebook_runs_until_the_first_exercise_check(name, tmp_path):
     from nbclient import NotebookClient
@@ -285,6 +311,9 @@ def test_student_notebook_runs_until_the_first_exercise_check(name, tmp_path):
     student = nbformat.read(tmp_path / name, as_version=4)
     nbformat.validate(student)
     expected = _expected_failing_cell(student)
+    if expected is not None:
+        instructor = nbformat.read(NOTEBOOKS / name, as_version=4)
+        student, expected = _without_the_run_up(student, instructor, expected)
     client = NotebookClient(
         student, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
     )
