@@ -546,7 +546,7 @@ def check_collapse_lr(lr: Any) -> None:
     the edge it is on, with the entropies it measured.
     """
     check = "check_collapse_lr"
-    if isinstance(lr, (bool, str)) or not isinstance(lr, (int, float)) and getattr(lr, "shape", None) != ():
+    if isinstance(lr, (bool, str)) or (not isinstance(lr, (int, float)) and getattr(lr, "shape", None) != ()):
         fail(check, f"my_collapse_lr is {lr!r} ({type(lr).__name__}): expected one learning rate, a number")
     rate = float(lr)
     if not math.isfinite(rate) or rate <= 0:
