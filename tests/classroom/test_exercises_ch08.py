@@ -280,3 +280,46 @@ def test_checks_leave_the_global_random_state_alone():
     check_qk_norm_scores(right_scores)
     check_lr_sensitivity(right_sensitivity)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ----------------------------------------------------------------------- check_collapse_lr
+from gpt2ln.classroom.exercises import ch08 as _ch08  # noqa: E402
+from gpt2ln.exercises.ch08 import check_collapse_lr  # noqa: E402
+
+
+def _fake_edge(edge, start=3.1):
+    # entropy after training: 2.4 nats below the edge, 0.5 above it; diverges above 0.5
+    def entropy_after(lr):
+        return start, (2.4 if lr < edge else 0.5), lr > 0.5
+
+    return entropy_after
+
+
+@pytest.mark.parametrize(
+    ("lr", "message"),
+    [
+        (0.01, "your rate still trains normally"),
+        (0.2, "more than twice the edge"),
+        (0.8, "diverged"),
+        (-0.01, "a learning rate is a positive number"),
+        (float("nan"), "a learning rate is a positive number"),
+        (3.0, "outside the range"),
+        ("0.03", "expected one learning rate"),
+    ],
+)
+def test_collapse_lr_names_the_mistake(monkeypatch, lr, message):
+    monkeypatch.setattr(_ch08, "_entropy_after", _fake_edge(0.021))
+    with pytest.raises(AssertionError, match=message):
+        check_collapse_lr(lr)
+
+
+def test_collapse_lr_passes_inside_the_window(monkeypatch, capsys):
+    monkeypatch.setattr(_ch08, "_entropy_after", _fake_edge(0.021))
+    check_collapse_lr(0.03)
+    assert "the edge lies between" in capsys.readouterr().out
+
+
+def test_collapse_lr_real_runs(capsys):
+    # the chapter's answer, trained for real: collapsed at 0.03, not at 0.015
+    check_collapse_lr(0.03)
+    assert "collapsed" in capsys.readouterr().out

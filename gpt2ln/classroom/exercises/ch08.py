@@ -4,7 +4,9 @@
 pre-softmax scores of QK-norm with RMSNorm, on inputs where each classic mistake gives
 a different answer, and names the one it matches. ``check_lr_sensitivity(fn)`` checks
 ``fn(lrs, losses, loss_init) -> float``, the learning-rate sensitivity of Wortsman et
-al. (2023), on sweeps with and without diverged runs.
+al. (2023), on sweeps with and without diverged runs. ``check_collapse_lr(lr)`` trains the
+chapter's small model without QK-norm at the learner's learning rate and at half of it, and
+checks that ``lr`` is past the edge where its attention collapses, by less than a factor of 2.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ._core import (
     rel_dist,
 )
 
-__all__ = ["check_lr_sensitivity", "check_qk_norm_scores"]
+__all__ = ["check_collapse_lr", "check_lr_sensitivity", "check_qk_norm_scores"]
 
 
 def _dist(a: torch.Tensor, ref: torch.Tensor) -> float:
@@ -500,4 +502,87 @@ def check_lr_sensitivity(fn: Callable[..., Any]) -> None:
         check,
         "matches the LR sensitivity on 4 sweeps (lists, arrays, tensors; NaN, inf, a run above "
         "loss_init, all diverged)",
+    )
+
+
+# ---------------------------------------------------------------------------- the collapse edge
+COLLAPSE_NATS = 1.0  # the chapter's line: mean attention entropy below 1 nat is a collapsed model
+COLLAPSE_STEPS = 150
+
+
+def _entropy_after(lr: float) -> tuple[float, float, bool]:
+    """(mean attention entropy at step 0, after training, diverged?) of the chapter's small model
+    without QK-norm (seed 0) trained at ``lr``, on the chapter's validation batch, in nats."""
+    from gpt2ln import GPT2, GPT2Config, TrainConfig, get_batch, load_tokens, train
+
+    cfg = GPT2Config(vocab_size=256, n_ctx=64, n_embd=64, n_layer=2, n_head=4)
+    tcfg = TrainConfig(
+        steps=COLLAPSE_STEPS, batch_size=8, block_size=64, warmup_steps=30, eval_batches=8,
+        z_loss=1e-4, eval_interval=COLLAPSE_STEPS, device="cpu", lr=lr, seed=0,
+    )
+    train_data, val_data = load_tokens("train"), load_tokens("val")
+    x_val, _ = get_batch(val_data, 8, cfg.n_ctx, torch.Generator().manual_seed(0))
+
+    def entropy(model: GPT2) -> float:
+        model.eval()
+        with torch.no_grad():
+            _, cache = model.run_with_cache(x_val)
+        ents = [torch.special.entr(cache[f"attn_pattern.{l}"]).sum(-1).mean() for l in range(cfg.n_layer)]
+        return float(torch.stack(ents).mean())
+
+    with torch.random.fork_rng(devices=[]):  # leave the learner's RNG where it was
+        torch.manual_seed(0)
+        model = GPT2(cfg)
+        start = entropy(model)
+        history = train(model, train_data, val_data, tcfg, progress=False)
+        return start, entropy(model), bool(history.diverged)
+
+
+def check_collapse_lr(lr: Any) -> None:
+    """Check that ``lr`` is a learning rate at which the chapter's model without QK-norm (seed 0,
+    150 steps) collapses, a mean attention entropy below 1 nat, while at ``lr / 2`` it does not.
+
+    Trains two small models (a few seconds each on a CPU). A wrong answer says which side of
+    the edge it is on, with the entropies it measured.
+    """
+    check = "check_collapse_lr"
+    if isinstance(lr, (bool, str)) or (not isinstance(lr, (int, float)) and getattr(lr, "shape", None) != ()):
+        fail(check, f"my_collapse_lr is {lr!r} ({type(lr).__name__}): expected one learning rate, a number")
+    rate = float(lr)
+    if not math.isfinite(rate) or rate <= 0:
+        fail(check, f"my_collapse_lr is {rate}: a learning rate is a positive number")
+    if not 1e-4 <= rate <= 1.0:
+        fail(
+            check,
+            f"my_collapse_lr = {rate:g} is outside the range this check trains (1e-4 to 1)",
+            "AdamW moves each weight by about the learning rate per step: the edge lies between "
+            "the chapter's sweep values 1e-3 and 1e-1",
+        )
+    start, end, diverged = _entropy_after(rate)
+    if diverged or not math.isfinite(end):
+        fail(
+            check,
+            f"at lr = {rate:g} the run diverged (its loss became NaN or inf)",
+            "a rate far past the edge: the question is where the attention first collapses, "
+            "well before training breaks. Try smaller rates",
+        )
+    if end >= COLLAPSE_NATS:
+        fail(
+            check,
+            f"your rate still trains normally: after {COLLAPSE_STEPS} steps at lr = {rate:g} the mean "
+            f"attention entropy only fell from {start:.2f} to {end:.2f} nats, not below {COLLAPSE_NATS:g}",
+            "a rate below the edge. Raise it (try a few values between your rate and 1e-1)",
+        )
+    _, half, _ = _entropy_after(rate / 2)
+    if half < COLLAPSE_NATS:
+        fail(
+            check,
+            f"at lr = {rate:g} the attention collapsed ({end:.2f} nats), but at half of it, {rate / 2:g}, "
+            f"it already had ({half:.2f} nats): your rate is more than twice the edge",
+            "a rate far above the edge. Lower it until half of it no longer collapses",
+        )
+    passed(
+        check,
+        f"at lr = {rate:g} the mean attention entropy falls from {start:.2f} to {end:.2f} nats "
+        f"(collapsed); at {rate / 2:g} it ends at {half:.2f}: the edge lies between the two",
     )
