@@ -44,8 +44,15 @@ def main() -> None:
         for lr in args.lrs:
             for warmup in warmups:
                 for seed in args.seeds:
-                    cfg = TrainConfig(steps=args.steps, lr=lr, warmup_steps=warmup, seed=seed,
-                                      device=torch.device("cpu"), log_attn_max=False, **train)
+                    cfg = TrainConfig(
+                        steps=args.steps,
+                        lr=lr,
+                        warmup_steps=warmup,
+                        seed=seed,
+                        device=torch.device("cpu"),
+                        log_attn_max=False,
+                        **train,
+                    )
                     job = TrainJob(GPT2Config(norm_position=pos, **model), cfg, init_seed=seed)
                     keys.append(dict(norm_position=pos, init=init, lr=lr, warmup=warmup, seed=seed))
                     items.append((job, init))
@@ -54,12 +61,27 @@ def main() -> None:
     runs = []
     for key, r in zip(keys, results, strict=True):
         h = r.history
-        runs.append({**key, "final_train": sum(h.ce[-20:]) / 20, "final_val": h.val_loss[-1],
-                     "diverged": bool(h.diverged), "ce_every_10": [round(v, 4) for v in h.ce[::10]]})
+        runs.append(
+            {
+                **key,
+                "final_train": sum(h.ce[-20:]) / 20,
+                "final_val": h.val_loss[-1],
+                "diverged": bool(h.diverged),
+                "ce_every_10": [round(v, 4) for v in h.ce[::10]],
+            }
+        )
         print(key, f"train {runs[-1]['final_train']:.3f} val {runs[-1]['final_val']:.3f}")
-    settings = dict(model=model, train=train, steps=args.steps, lrs=args.lrs, warmups=list(warmups),
-                    seeds=args.seeds, setups=[list(s) for s in SETUPS], threads_per_worker=1,
-                    torch=torch.__version__)
+    settings = dict(
+        model=model,
+        train=train,
+        steps=args.steps,
+        lrs=args.lrs,
+        warmups=list(warmups),
+        seeds=args.seeds,
+        setups=[list(s) for s in SETUPS],
+        threads_per_worker=1,
+        torch=torch.__version__,
+    )
     path = save_record(args.name, {"runs": runs}, script="scripts/record_ch07.py", settings=settings)
     print(f"{len(runs)} runs in {time.perf_counter() - start:.0f} s -> {path}")
 

@@ -369,8 +369,12 @@ _CFG = TrainConfig(steps=200, warmup_steps=0, batch_size=8, block_size=32, devic
 
 
 def fake_run(lr, final, seed=0, pos="post", init="xavier", diverged=False, **cfg_changes):
-    job = TrainJob(GPT2Config(norm_position=pos, **_MODEL), _CFG.replace(lr=lr, seed=seed, **cfg_changes),
-                   init_seed=seed, key={"init": init})
+    job = TrainJob(
+        GPT2Config(norm_position=pos, **_MODEL),
+        _CFG.replace(lr=lr, seed=seed, **cfg_changes),
+        init_seed=seed,
+        key={"init": init},
+    )
     history = TrainHistory(ce=[5.5] * 180 + [final] * 20, diverged=diverged)
     return TrainResult(job=job, history=history, state={}, seconds=0.0)
 
@@ -399,7 +403,7 @@ def test_lr_limit_right_bracket_passes(capsys):
         (ok(pos="pre"), stuck(pos="pre"), "post-norm's limit"),
         (ok(), stuck(init="gpt2"), "model or its init"),
         (ok(), stuck(warmup_steps=40), "warmup_steps"),
-        (ok() + [fake_run(3e-3, UNIGRAM - 0.3)], stuck(), "mixes peak learning rates"),
+        ([*ok(), fake_run(0.003, UNIGRAM - 0.3)], stuck(), "mixes peak learning rates"),
         (ok(), [fake_run(4e-3, UNIGRAM, diverged=True)], "diverged"),
         ([], stuck(), "empty"),
         ([UNIGRAM - 0.3], stuck(), "not a training result"),

@@ -10,9 +10,9 @@ warm-up then cosine decay, against ``gpt2ln.lab.train.lr_at``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,7 +147,8 @@ def _post_mistakes() -> list[Mistake]:
         ),
         Mistake(
             "applied ln to the sub-layer output only: x + ln_1(attn(x)) normalizes what the sub-layer "
-            "adds, not the sum (a placement of its own, met in chapter 11), so the stream is never normalized",
+            "adds, not the sum (a placement of its own, met in chapter 11), so the stream is never "
+            "normalized",
             fix,
             lambda x, a, m, l1, l2: (lambda h: h + l2(m(h)))(x + l1(a(x))),
         ),
@@ -513,8 +514,10 @@ _LEFT = 0.1  # at least this far below it: the run learned something from the co
 
 
 def _describe(run: Any) -> str:
-    return (f"{run.job.config.norm_position}-norm, init {_init_of(run)!r}, peak lr {run.job.cfg.lr:g}, "
-            f"seed {run.job.cfg.seed}")
+    return (
+        f"{run.job.config.norm_position}-norm, init {_init_of(run)!r}, peak lr {run.job.cfg.lr:g}, "
+        f"seed {run.job.cfg.seed}"
+    )
 
 
 def _init_of(run: Any) -> str:
@@ -539,49 +542,95 @@ def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: f
             fail(name, f"{label} is empty", "pass the list that run_jobs(train_with_init, ...) returned")
         for run in runs:
             if not (hasattr(run, "job") and hasattr(run, "history")):
-                fail(name, f"{label} holds a {type(run).__name__}, not a training result",
-                     "pass the results of run_jobs(train_with_init, [job(...), ...]) unchanged")
+                fail(
+                    name,
+                    f"{label} holds a {type(run).__name__}, not a training result",
+                    "pass the results of run_jobs(train_with_init, [job(...), ...]) unchanged",
+                )
     runs = groups["ok_runs"] + groups["stuck_runs"]
     for run in runs:
         if run.job.config.norm_position != "post":
-            fail(name, f"a run is {_describe(run)}", "the question is post-norm's limit: "
-                 "train every run with norm_position 'post'")
+            fail(
+                name,
+                f"a run is {_describe(run)}",
+                "the question is post-norm's limit: train every run with norm_position 'post'",
+            )
         if run.history.diverged:
-            fail(name, f"a run diverged ({_describe(run)})", "a diverged run is not on the plateau; "
-                 "bracket the rate at which the loss stays at the unigram entropy")
+            fail(
+                name,
+                f"a run diverged ({_describe(run)})",
+                "a diverged run is not on the plateau; "
+                "bracket the rate at which the loss stays at the unigram entropy",
+            )
     first = runs[0]
     for run in runs[1:]:
         if run.job.config != first.job.config or _init_of(run) != _init_of(first):
-            fail(name, f"the runs differ in the model or its init ({_describe(first)} vs {_describe(run)})",
-                 "change only the peak learning rate (and the seed): same setup, same init")
+            fail(
+                name,
+                f"the runs differ in the model or its init ({_describe(first)} vs {_describe(run)})",
+                "change only the peak learning rate (and the seed): same setup, same init",
+            )
         cfg_a = first.job.cfg.replace(lr=1.0, seed=0)
         cfg_b = run.job.cfg.replace(lr=1.0, seed=0)
         if cfg_a != cfg_b:
-            diff = [f for f in ("steps", "warmup_steps", "batch_size", "block_size", "weight_decay",
-                                "grad_clip", "betas", "min_lr_ratio") if getattr(cfg_a, f) != getattr(cfg_b, f)]
-            fail(name, f"the runs differ in more than the learning rate: {', '.join(diff) or 'the TrainConfig'}",
-                 "keep every other setting of the chapter's runs (base.replace(lr=..., seed=...))")
+            diff = [
+                f
+                for f in (
+                    "steps",
+                    "warmup_steps",
+                    "batch_size",
+                    "block_size",
+                    "weight_decay",
+                    "grad_clip",
+                    "betas",
+                    "min_lr_ratio",
+                )
+                if getattr(cfg_a, f) != getattr(cfg_b, f)
+            ]
+            fail(
+                name,
+                f"the runs differ in more than the learning rate: {', '.join(diff) or 'the TrainConfig'}",
+                "keep every other setting of the chapter's runs (base.replace(lr=..., seed=...))",
+            )
     for label, runs_ in groups.items():
         lrs = {run.job.cfg.lr for run in runs_}
         if len(lrs) > 1:
             fail(name, f"{label} mixes peak learning rates {sorted(lrs)}", "one rate per list, several seeds")
     lr_ok, lr_stuck = groups["ok_runs"][0].job.cfg.lr, groups["stuck_runs"][0].job.cfg.lr
     if lr_ok >= lr_stuck:
-        fail(name, f"the rate that trains ({lr_ok:g}) is not below the rate that is stuck ({lr_stuck:g})",
-             "ok_runs at the lower rate, stuck_runs at the higher one")
+        fail(
+            name,
+            f"the rate that trains ({lr_ok:g}) is not below the rate that is stuck ({lr_stuck:g})",
+            "ok_runs at the lower rate, stuck_runs at the higher one",
+        )
     for run in groups["ok_runs"]:
         gap = unigram - _final(run)
         if gap < _LEFT:
-            fail(name, f"at {lr_ok:g} a run ends only {gap:.3f} nats below the unigram entropy "
-                 f"({_describe(run)}): it has not left the plateau", "the limit is below this rate: try a lower one")
+            fail(
+                name,
+                f"at {lr_ok:g} a run ends only {gap:.3f} nats below the unigram entropy "
+                f"({_describe(run)}): it has not left the plateau",
+                "the limit is below this rate: try a lower one",
+            )
     for run in groups["stuck_runs"]:
         gap = unigram - _final(run)
         if abs(gap) > _PLATEAU:
-            fail(name, f"at {lr_stuck:g} a run ends {gap:.3f} nats below the unigram entropy ({_describe(run)}): "
-                 "it is not on the plateau", "the limit is above this rate: try a higher one")
+            fail(
+                name,
+                f"at {lr_stuck:g} a run ends {gap:.3f} nats below the unigram entropy ({_describe(run)}): "
+                "it is not on the plateau",
+                "the limit is above this rate: try a higher one",
+            )
     if lr_stuck / lr_ok > 2 + 1e-9:
-        fail(name, f"the bracket {lr_ok:g} to {lr_stuck:g} is {lr_stuck / lr_ok:.1f} times wide, wider than 2",
-             f"try the geometric mean, {math.sqrt(lr_ok * lr_stuck):.2g}, and keep the half that brackets the limit")
+        fail(
+            name,
+            f"the bracket {lr_ok:g} to {lr_stuck:g} is {lr_stuck / lr_ok:.1f} times wide, wider than 2",
+            f"try the geometric mean, {math.sqrt(lr_ok * lr_stuck):.2g}, and keep the half that "
+            "brackets the limit",
+        )
     seeds = sorted({run.job.cfg.seed for run in runs})
-    passed(name, f"post-norm (init {_init_of(first)!r}) leaves the plateau at {lr_ok:g} and stays on it at "
-           f"{lr_stuck:g}, seeds {seeds}")
+    passed(
+        name,
+        f"post-norm (init {_init_of(first)!r}) leaves the plateau at {lr_ok:g} and stays on it at "
+        f"{lr_stuck:g}, seeds {seeds}",
+    )
