@@ -355,3 +355,73 @@ def test_checks_leave_the_global_random_state_alone():
     check_pre_norm_block(right_pre_block)
     check_lr_schedule(right_schedule)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ------------------------------------------------------------------------ check_lr_limit
+from gpt2ln import GPT2Config, TrainConfig  # noqa: E402
+from gpt2ln.exercises import check_lr_limit  # noqa: E402
+from gpt2ln.lab.seeds import TrainJob, TrainResult  # noqa: E402
+from gpt2ln.lab.train import TrainHistory  # noqa: E402
+
+UNIGRAM = 3.30
+_MODEL = dict(vocab_size=256, n_ctx=64, n_embd=64, n_head=4, n_layer=4)
+_CFG = TrainConfig(steps=200, warmup_steps=0, batch_size=8, block_size=32, device="cpu", log_attn_max=False)
+
+
+def fake_run(lr, final, seed=0, pos="post", init="xavier", diverged=False, **cfg_changes):
+    job = TrainJob(
+        GPT2Config(norm_position=pos, **_MODEL),
+        _CFG.replace(lr=lr, seed=seed, **cfg_changes),
+        init_seed=seed,
+        key={"init": init},
+    )
+    history = TrainHistory(ce=[5.5] * 180 + [final] * 20, diverged=diverged)
+    return TrainResult(job=job, history=history, state={}, seconds=0.0)
+
+
+def ok(lr=2e-3, **kw):
+    return [fake_run(lr, UNIGRAM - 0.3, seed=s, **kw) for s in (0, 1, 2)]
+
+
+def stuck(lr=4e-3, **kw):
+    return [fake_run(lr, UNIGRAM + 0.01, seed=s, **kw) for s in (0, 1, 2)]
+
+
+def test_lr_limit_right_bracket_passes(capsys):
+    check_lr_limit(ok(), stuck(), UNIGRAM)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ check_lr_limit") and "0.002" in out and "0.004" in out
+
+
+@pytest.mark.parametrize(
+    ("ok_runs", "stuck_runs", "words"),
+    [
+        (ok(), stuck(lr=1e-2), "wider than 2"),
+        (ok(lr=4e-3), stuck(lr=2e-3), "not below"),
+        ([fake_run(2e-3, UNIGRAM - 0.05)], stuck(), "has not left the plateau"),
+        (ok(), [fake_run(4e-3, UNIGRAM - 0.2)], "not on the plateau"),
+        (ok(pos="pre"), stuck(pos="pre"), "post-norm's limit"),
+        (ok(), stuck(init="gpt2"), "model or its init"),
+        (ok(), stuck(warmup_steps=40), "warmup_steps"),
+        ([*ok(), fake_run(0.003, UNIGRAM - 0.3)], stuck(), "mixes peak learning rates"),
+        (ok(), [fake_run(4e-3, UNIGRAM, diverged=True)], "diverged"),
+        ([], stuck(), "empty"),
+        ([UNIGRAM - 0.3], stuck(), "not a training result"),
+    ],
+)
+def test_lr_limit_names_the_mistake(ok_runs, stuck_runs, words):
+    with pytest.raises(AssertionError, match=words):
+        check_lr_limit(ok_runs, stuck_runs, UNIGRAM)
+
+
+def test_train_with_init_records_the_init_and_rejects_unknown_ones():
+    from gpt2ln.exercises.ch07 import train_with_init
+
+    cfg = _CFG.replace(steps=2, eval_interval=2, eval_batches=1, lr=1e-3)
+    job = TrainJob(GPT2Config(norm_position="post", **_MODEL), cfg, init_seed=0)
+    result = train_with_init((job, "xavier"))
+    assert result.job.key == {"init": "xavier"} and len(result.history.ce) == 2
+    std = result.state["h.0.mlp.c_fc.weight"].std().item()
+    assert 0.06 < std < 0.1  # Xavier-normal, 64 -> 256: sqrt(2 / 320) = 0.079, after 2 small steps
+    with pytest.raises(ValueError, match="init"):
+        train_with_init((job, "kaiming"))

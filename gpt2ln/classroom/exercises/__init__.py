@@ -17,7 +17,7 @@ from .ch03 import check_layer_norm_backward, check_ln_jacobian, check_rms_norm_b
 from .ch04 import check_welford, check_welford_merge
 from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
 from .ch06 import check_causal_attention, check_gelu, check_padded_causal_mask
-from .ch07 import check_lr_schedule, check_post_norm_block, check_pre_norm_block
+from .ch07 import check_lr_limit, check_lr_schedule, check_post_norm_block, check_pre_norm_block
 from .ch08 import check_collapse_lr, check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_cached_attention, check_embed, check_gpt2_param_count
 from .ch10 import check_center_unembed, check_fold_ln, check_logit_attribution, check_logit_lens
@@ -42,6 +42,7 @@ __all__ = [
     "check_ln_jacobian",
     "check_logit_attribution",
     "check_logit_lens",
+    "check_lr_limit",
     "check_lr_schedule",
     "check_lr_sensitivity",
     "check_padded_causal_mask",

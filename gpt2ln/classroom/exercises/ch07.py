@@ -10,6 +10,7 @@ warm-up then cosine decay, against ``gpt2ln.lab.train.lr_at``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,14 @@ from ._core import (
     passed,
 )
 
-__all__ = ["check_lr_schedule", "check_post_norm_block", "check_pre_norm_block"]
+__all__ = [
+    "check_lr_limit",
+    "check_lr_schedule",
+    "check_post_norm_block",
+    "check_pre_norm_block",
+    "train_with_init",
+    "xavier_blocks",
+]
 
 
 # ------------------------------------------------------------------------------------- blocks
@@ -138,8 +146,9 @@ def _post_mistakes() -> list[Mistake]:
             lambda x, a, m, l1, l2: l2(m(l1(a(x)))),
         ),
         Mistake(
-            "applied ln to the sub-layer output only: x + ln_1(attn(x)) is the output norm of "
-            "OLMo-2 (and half of Peri-LN), not post-norm",
+            "applied ln to the sub-layer output only: x + ln_1(attn(x)) normalizes what the sub-layer "
+            "adds, not the sum (a placement of its own, met in chapter 11), so the stream is never "
+            "normalized",
             fix,
             lambda x, a, m, l1, l2: (lambda h: h + l2(m(h)))(x + l1(a(x))),
         ),
@@ -185,7 +194,7 @@ def check_post_norm_block(fn: Callable[..., Any]) -> None:
     ``ln_2(h + mlp(h))`` with ``h = ln_1(x + attn(x))``, i.e. ``Block`` with
     ``norm_position="post"``. Two inputs (float64, float32). A wrong output names
     the mistake it matches: pre-norm, no residual, norm on the sub-layer output only
-    (OLMo-2 / Peri-LN style), norms swapped, the MLP reading x, a parallel block, a
+    (chapter 11's OLMo 2 placement), norms swapped, the MLP reading x, a parallel block, a
     missing half or norm.
     """
     _check_block("check_post_norm_block", fn, "post", _post_mistakes(), _POST_FORMULA)
@@ -454,3 +463,174 @@ def check_lr_schedule(fn: Callable[..., Any]) -> None:
                 fail_mistake(check, where, m.label, m.fix)
         fail(check, where, f"no single classic mistake explains it; compare with {_LR_FORMULA}")
     passed(check, f"matches gpt2ln.lr_at on 3 schedules, with and without warm-up: {_LR_FORMULA}")
+
+
+# ------------------------------------------------------------------ the chapter's experiment
+# Helpers the chapter's training runs use (they live here, in a module, so that the worker
+# processes of ``gpt2ln.lab.seeds.run_jobs`` can import them).
+def xavier_blocks(model: nn.Module) -> nn.Module:
+    """Xavier-normal init, in place, for the four matrices inside every block (``c_attn``,
+    ``attn.c_proj``, ``c_fc``, ``mlp.c_proj``): std ``sqrt(2 / (fan_in + fan_out))``, the
+    initialization Xiong et al. (2020) analyse post-norm under. Embeddings, biases and norms
+    keep GPT-2's init. Returns the model."""
+    with torch.no_grad():
+        for block in model.h:
+            for lin in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+                nn.init.xavier_normal_(lin.weight)
+    return model
+
+
+INITS: dict[str, Callable[[nn.Module], Any]] = {"gpt2": lambda model: model, "xavier": xavier_blocks}
+
+
+def train_with_init(item: tuple[Any, str]) -> Any:
+    """``(TrainJob, init)`` -> ``TrainResult``: ``gpt2ln.lab.seeds.train_job`` with the block
+    matrices re-drawn by ``INITS[init]`` ("gpt2": GPT-2's init, unchanged; "xavier":
+    ``xavier_blocks``) right after the model is built. For ``run_jobs``."""
+    import time
+
+    from ...lab.seeds import TrainResult, _tokens
+    from ...lab.train import train
+    from ...model.gpt2 import GPT2
+
+    job, init = item
+    if job.key is None:  # the result says which init it had (check_lr_limit reads it)
+        job = dataclasses.replace(job, key={"init": init})
+    if init not in INITS:
+        raise ValueError(f"train_with_init: expected init in {sorted(INITS)}, got {init!r}")
+    torch.manual_seed(job.cfg.seed if job.init_seed is None else job.init_seed)
+    model = INITS[init](GPT2(job.config))
+    data = _tokens()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    history = train(model, data["train"], data["val"], job.cfg, progress=False)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    return TrainResult(job=job, history=history, state=state, seconds=seconds, cpu_seconds=cpu_seconds)
+
+
+# ------------------------------------------------------------------ post-norm's learning-rate limit
+_PLATEAU = 0.05  # within this many nats of the unigram entropy: byte frequencies only
+_LEFT = 0.1  # at least this far below it: the run learned something from the context
+
+
+def _describe(run: Any) -> str:
+    return (
+        f"{run.job.config.norm_position}-norm, init {_init_of(run)!r}, peak lr {run.job.cfg.lr:g}, "
+        f"seed {run.job.cfg.seed}"
+    )
+
+
+def _init_of(run: Any) -> str:
+    key = getattr(run.job, "key", None)
+    return key.get("init", "gpt2") if isinstance(key, dict) else "gpt2"
+
+
+def _final(run: Any, k: int = 20) -> float:
+    ce = run.history.ce
+    return sum(ce[-k:]) / min(k, len(ce))
+
+
+def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: float) -> None:
+    """Check a bracket of post-norm's learning-rate limit: ``ok_runs`` (results of
+    ``train_with_init``, one or more seeds) all at one peak rate, every run at least 0.1 nats
+    below the ``unigram`` entropy; ``stuck_runs`` all at one higher rate, every run within 0.05
+    of it; the two rates at most a factor 2 apart; nothing else different between the runs."""
+    name = "check_lr_limit"
+    groups = {"ok_runs": list(ok_runs), "stuck_runs": list(stuck_runs)}
+    for label, runs in groups.items():
+        if not runs:
+            fail(name, f"{label} is empty", "pass the list that run_jobs(train_with_init, ...) returned")
+        for run in runs:
+            if not (hasattr(run, "job") and hasattr(run, "history")):
+                fail(
+                    name,
+                    f"{label} holds a {type(run).__name__}, not a training result",
+                    "pass the results of run_jobs(train_with_init, [job(...), ...]) unchanged",
+                )
+    runs = groups["ok_runs"] + groups["stuck_runs"]
+    for run in runs:
+        if run.job.config.norm_position != "post":
+            fail(
+                name,
+                f"a run is {_describe(run)}",
+                "the question is post-norm's limit: train every run with norm_position 'post'",
+            )
+        if run.history.diverged:
+            fail(
+                name,
+                f"a run diverged ({_describe(run)})",
+                "a diverged run is not on the plateau; "
+                "bracket the rate at which the loss stays at the unigram entropy",
+            )
+    first = runs[0]
+    for run in runs[1:]:
+        if run.job.config != first.job.config or _init_of(run) != _init_of(first):
+            fail(
+                name,
+                f"the runs differ in the model or its init ({_describe(first)} vs {_describe(run)})",
+                "change only the peak learning rate (and the seed): same setup, same init",
+            )
+        cfg_a = first.job.cfg.replace(lr=1.0, seed=0)
+        cfg_b = run.job.cfg.replace(lr=1.0, seed=0)
+        if cfg_a != cfg_b:
+            diff = [
+                f
+                for f in (
+                    "steps",
+                    "warmup_steps",
+                    "batch_size",
+                    "block_size",
+                    "weight_decay",
+                    "grad_clip",
+                    "betas",
+                    "min_lr_ratio",
+                )
+                if getattr(cfg_a, f) != getattr(cfg_b, f)
+            ]
+            fail(
+                name,
+                f"the runs differ in more than the learning rate: {', '.join(diff) or 'the TrainConfig'}",
+                "keep every other setting of the chapter's runs (base.replace(lr=..., seed=...))",
+            )
+    for label, runs_ in groups.items():
+        lrs = {run.job.cfg.lr for run in runs_}
+        if len(lrs) > 1:
+            fail(name, f"{label} mixes peak learning rates {sorted(lrs)}", "one rate per list, several seeds")
+    lr_ok, lr_stuck = groups["ok_runs"][0].job.cfg.lr, groups["stuck_runs"][0].job.cfg.lr
+    if lr_ok >= lr_stuck:
+        fail(
+            name,
+            f"the rate that trains ({lr_ok:g}) is not below the rate that is stuck ({lr_stuck:g})",
+            "ok_runs at the lower rate, stuck_runs at the higher one",
+        )
+    for run in groups["ok_runs"]:
+        gap = unigram - _final(run)
+        if gap < _LEFT:
+            fail(
+                name,
+                f"at {lr_ok:g} a run ends only {gap:.3f} nats below the unigram entropy "
+                f"({_describe(run)}): it has not left the plateau",
+                "the limit is below this rate: try a lower one",
+            )
+    for run in groups["stuck_runs"]:
+        gap = unigram - _final(run)
+        if abs(gap) > _PLATEAU:
+            fail(
+                name,
+                f"at {lr_stuck:g} a run ends {gap:.3f} nats below the unigram entropy ({_describe(run)}): "
+                "it is not on the plateau",
+                "the limit is above this rate: try a higher one",
+            )
+    if lr_stuck / lr_ok > 2 + 1e-9:
+        fail(
+            name,
+            f"the bracket {lr_ok:g} to {lr_stuck:g} is {lr_stuck / lr_ok:.1f} times wide, wider than 2",
+            f"try the geometric mean, {math.sqrt(lr_ok * lr_stuck):.2g}, and keep the half that "
+            "brackets the limit",
+        )
+    seeds = sorted({run.job.cfg.seed for run in runs})
+    passed(
+        name,
+        f"post-norm (init {_init_of(first)!r}) leaves the plateau at {lr_ok:g} and stays on it at "
+        f"{lr_stuck:g}, seeds {seeds}",
+    )
