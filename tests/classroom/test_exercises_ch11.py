@@ -164,3 +164,133 @@ def test_peri_other_failures_are_explained():
         check_peri_block(lambda x, a, m, l1, l2, oa, om: 2 * right_peri(x, a, m, l1, l2, oa, om))
     with pytest.raises(AssertionError, match=r"has shape \(2, 16\), expected \(2, 5, 16\)"):
         check_peri_block(lambda x, *subs: right_peri(x, *subs)[:, -1])
+
+
+# ---------------------------------------------------------------------------- check_dyt_backward
+def _grads(x, a, w, g, **mistake):
+    from gpt2ln.exercises.ch11 import _dyt_grads
+
+    return _dyt_grads(x, a, w, g, **mistake)
+
+
+def right_dyt_backward(x, alpha, weight, grad_out):
+    t = torch.tanh(alpha * x)
+    s = grad_out * weight * (1 - t * t)
+    lead = tuple(range(x.dim() - 1))
+    return alpha * s, (s * x).sum(), (grad_out * t).sum(lead), grad_out.sum(lead)
+
+
+def test_right_dyt_backward_passes(capsys):
+    from gpt2ln.exercises.ch11 import check_dyt_backward
+
+    check_dyt_backward(right_dyt_backward)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_dyt_backward")
+
+
+def _float_alpha_grad(x, alpha, weight, grad_out):
+    dx, da, dw, db = right_dyt_backward(x, alpha, weight, grad_out)
+    return dx, float(da), dw.numpy(), db
+
+
+DYT_GRAD_MISTAKES = {
+    "no_alpha": (dict(dx_alpha=False), "dx: forgot the chain rule's alpha"),
+    "no_gain": (dict(dx_w=False), "dx: forgot the gain"),
+    "tanh_slope": (dict(dt=lambda t, a, x: t), "dx: used tanh"),
+    "no_alpha_inside": (dict(dt=lambda t, a, x: 1 - torch.tanh(x) ** 2), "without alpha inside"),
+    "sech": (dict(dt=lambda t, a, x: 1 / torch.cosh(a * x)), "1 / cosh"),
+    "dalpha_no_x": (dict(da_x=False), "dalpha: forgot the factor x"),
+    "dweight_no_alpha": (dict(dw_t=False), "dweight: used tanh\\(x\\)"),
+    "averaged": (dict(sum_w=False), "averaged over the tokens"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DYT_GRAD_MISTAKES))
+def test_each_dyt_backward_mistake_is_named(name):
+    from gpt2ln.exercises.ch11 import check_dyt_backward
+
+    kw, words = DYT_GRAD_MISTAKES[name]
+    with pytest.raises(AssertionError, match=words):
+        check_dyt_backward(lambda x, a, w, g: _grads(x, a, w, g, **kw))
+
+
+def test_dyt_backward_other_failures_are_explained(capsys):
+    from gpt2ln.exercises.ch11 import check_dyt_backward
+
+    check_dyt_backward(_float_alpha_grad)  # a float dalpha and a numpy dweight are accepted
+    assert "✓" in capsys.readouterr().out
+
+    def unsummed(x, a, w, g):
+        dx, _, dw, db = right_dyt_backward(x, a, w, g)
+        t = torch.tanh(a * x)
+        return dx, g * w * x * (1 - t * t), dw, db
+
+    with pytest.raises(AssertionError, match="sum its gradient over all of them"):
+        check_dyt_backward(unsummed)
+    with pytest.raises(AssertionError, match="expected a tuple"):
+        check_dyt_backward(lambda x, a, w, g: right_dyt_backward(x, a, w, g)[:3])
+
+
+# ------------------------------------------------------------------------ check_scale_embeddings
+def right_scale(model):
+    s = model.config.n_embd**0.5
+    model.drop.register_forward_hook(lambda module, args, out: out * s)
+    return model
+
+
+def _first_block_pre_hook(model):
+    s = model.config.n_embd**0.5
+    model.h[0].register_forward_pre_hook(lambda module, args: (args[0] * s,))
+
+
+def test_right_scale_embeddings_pass(capsys):
+    from gpt2ln.exercises.ch11 import check_scale_embeddings
+
+    check_scale_embeddings(right_scale)
+    check_scale_embeddings(_first_block_pre_hook)  # the same function, another hook
+    out = capsys.readouterr().out
+    assert out.count("✓ check_scale_embeddings") == 2
+
+
+def _hook(name, factor):
+    def fn(model):
+        s = factor(model.config.n_embd)
+        module = model if name == "" else getattr(model, name)
+        module.register_forward_hook(lambda m, args, out: out * s)
+
+    return fn
+
+
+SCALE_MISTAKES = {
+    "tokens_only": (_hook("wte", lambda d: d**0.5), "token embeddings but not the position"),
+    "positions_only": (_hook("wpe", lambda d: d**0.5), "position embeddings only"),
+    "by_d": (_hook("drop", lambda d: float(d)), "multiplied by d instead of sqrt"),
+    "inverse": (_hook("drop", lambda d: d**-0.5), "divided by sqrt"),
+    "logits": (_hook("", lambda d: d**0.5), "scaled the logits"),
+    "ln_f": (_hook("ln_f", lambda d: d**0.5), "scaled the logits \\(or ln_f's output"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_MISTAKES))
+def test_each_scale_mistake_is_named(name):
+    from gpt2ln.exercises.ch11 import check_scale_embeddings
+
+    fn, words = SCALE_MISTAKES[name]
+    with pytest.raises(AssertionError, match=words):
+        check_scale_embeddings(fn)
+
+
+def test_scale_embeddings_weights_and_new_models_are_refused():
+    from gpt2ln import GPT2
+    from gpt2ln.exercises.ch11 import check_scale_embeddings
+
+    def scaled_weights(model):
+        with torch.no_grad():
+            model.wte.weight.mul_(model.config.n_embd**0.5)
+
+    with pytest.raises(AssertionError, match="tied to the unembedding"):
+        check_scale_embeddings(scaled_weights)
+    with pytest.raises(AssertionError, match="returned a different model"):
+        check_scale_embeddings(lambda model: right_scale(GPT2(model.config)))
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        check_scale_embeddings(lambda model: (_ for _ in ()).throw(NotImplementedError()))

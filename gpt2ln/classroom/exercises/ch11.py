@@ -20,6 +20,9 @@ import torch.nn.functional as F
 from ...model.norms import dyt
 from ._core import (
     Mistake,
+    as_float,
+    as_tuple,
+    call,
     call_on_copies,
     compare,
     fail,
@@ -28,7 +31,7 @@ from ._core import (
 )
 from .ch07 import _check_block
 
-__all__ = ["check_dyt", "check_peri_block"]
+__all__ = ["check_dyt", "check_dyt_backward", "check_peri_block", "check_scale_embeddings"]
 
 # ------------------------------------------------------------------------------------------ DyT
 _DYT_FORMULA = "weight * tanh(alpha * x) + bias"
@@ -217,3 +220,255 @@ def check_peri_block(fn: Callable[..., Any]) -> None:
     """
     outs = ("ln_attn_out", "ln_mlp_out")
     _check_block("check_peri_block", fn, "peri", _peri_mistakes(), _PERI_FORMULA, outs)
+
+
+# ------------------------------------------------------------------------------- DyT backward
+_DYT_GRAD_FORMULA = (
+    "with t = tanh(alpha * x) and g = grad_out: dx = g * weight * alpha * (1 - t**2), "
+    "dalpha = sum(g * weight * x * (1 - t**2)), dweight = g * t summed over all but the last axis, "
+    "dbias = g summed over all but the last axis"
+)
+_DYT_GRAD_NAMES = ("dx", "dalpha", "dweight", "dbias")
+
+
+def _dyt_grads(x, a, w, g, *, dt=None, dx_alpha=True, dx_w=True, da_x=True, dw_t=True, sum_w=True):
+    """DyT's four gradients, or a classic mistake in one of them (the keywords)."""
+    t = torch.tanh(a * x)
+    slope = (1 - t * t) if dt is None else dt(t, a, x)
+    dx = g * (w if dx_w else 1.0) * (a if dx_alpha else 1.0) * slope
+    da = (g * w * (x if da_x else 1.0) * slope).sum()
+    lead = tuple(range(x.dim() - 1))
+    dw = g * (t if dw_t else torch.tanh(x))
+    dw = dw.sum(lead) if sum_w else dw.mean(lead)
+    db = g.sum(lead) if sum_w else g.mean(lead)
+    return dx, da.reshape(()), dw, db
+
+
+def _dyt_grad_mistakes() -> dict[str, list[Mistake]]:
+    fix = f"differentiate y = weight * tanh(alpha * x) + bias: {_DYT_GRAD_FORMULA}"
+
+    def pick(i, **kw):
+        return lambda x, a, w, g: _dyt_grads(x, a, w, g, **kw)[i]
+
+    return {
+        "dx": [
+            Mistake(
+                "dx: forgot the chain rule's alpha (d tanh(alpha x)/dx = alpha (1 - tanh^2))",
+                fix,
+                pick(0, dx_alpha=False),
+            ),
+            Mistake(
+                "dx: forgot the gain: the upstream gradient passes through weight first",
+                fix,
+                pick(0, dx_w=False),
+            ),
+            Mistake(
+                "dx: used tanh(alpha x) as its derivative; the derivative is 1 - tanh(alpha x)**2",
+                fix,
+                pick(0, dt=lambda t, a, x: t),
+            ),
+            Mistake(
+                "dx: used 1 - tanh(x)**2 without alpha inside the tanh",
+                fix,
+                pick(0, dt=lambda t, a, x: 1 - torch.tanh(x) ** 2),
+            ),
+            Mistake(
+                "dx: used 1 / cosh(alpha x) instead of 1 / cosh(alpha x)**2 = 1 - tanh**2",
+                fix,
+                pick(0, dt=lambda t, a, x: 1 / torch.cosh(a * x)),
+            ),
+        ],
+        "dalpha": [
+            Mistake(
+                "dalpha: forgot the factor x (d tanh(alpha x)/d alpha = x (1 - tanh^2))",
+                fix,
+                pick(1, da_x=False),
+            ),
+            Mistake(
+                "dalpha: used tanh(alpha x) as its derivative; the derivative is 1 - tanh(alpha x)**2",
+                fix,
+                pick(1, dt=lambda t, a, x: t),
+            ),
+        ],
+        "dweight": [
+            Mistake("dweight: used tanh(x), without alpha", fix, pick(2, dw_t=False)),
+            Mistake(
+                "dweight: averaged over the tokens instead of summing (the loss adds every token's term)",
+                fix,
+                pick(2, sum_w=False),
+            ),
+        ],
+        "dbias": [
+            Mistake("dbias: averaged over the tokens instead of summing", fix, pick(3, sum_w=False)),
+        ],
+    }
+
+
+def check_dyt_backward(fn: Callable[..., Any]) -> None:
+    """Check ``fn(x, alpha, weight, grad_out) -> (dx, dalpha, dweight, dbias)``, DyT's backward.
+
+    x, grad_out: ``[..., d]``; alpha: a float; weight: ``[d]``. The four gradients of
+    ``sum(grad_out * (weight * tanh(alpha * x) + bias))``: dx of x's shape, dalpha a number (a
+    float or a one-element tensor), dweight and dbias of shape ``[d]``; compared with autograd
+    on three inputs (one saturating the tanh), naming the classic mistake a wrong one matches.
+    """
+    check = "check_dyt_backward"
+    mistakes = _dyt_grad_mistakes()
+    gen = torch.Generator().manual_seed(111)
+    cases = [
+        (
+            "x of shape [2, 3, 8], alpha = 0.5",
+            2.0 * torch.randn(2, 3, 8, generator=gen, dtype=torch.float64),
+            0.5,
+        ),
+        ("x of shape [5, 16], alpha = 1.7", torch.randn(5, 16, generator=gen, dtype=torch.float64), 1.7),
+        (
+            "large x of shape [4, 12] (tanh saturates), alpha = 0.3",
+            20.0 * torch.randn(4, 12, generator=gen, dtype=torch.float64) + 5.0,
+            0.3,
+        ),
+    ]
+    for what, x, alpha in cases:
+        d = x.shape[-1]
+        w = 1.0 + 0.5 * torch.randn(d, generator=gen, dtype=torch.float64)
+        g = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        xr = x.clone().requires_grad_(True)
+        ar = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+        wr = w.clone().requires_grad_(True)
+        br = torch.zeros(d, dtype=torch.float64, requires_grad=True)
+        (g * dyt(xr, ar, wr, br)).sum().backward()
+        truths = (xr.grad, ar.grad.reshape(()), wr.grad, br.grad)
+        with torch.no_grad():
+            out = call_on_copies(
+                check, fn, (x, alpha, w, g), names=("x", "alpha", "weight", "grad_out"), what=what
+            )
+        out = as_tuple(check, out, _DYT_GRAD_NAMES, f"on {what}, ")
+        for name, got, truth in zip(_DYT_GRAD_NAMES, out, truths, strict=True):
+            got = from_numpy(got)
+            if name == "dalpha":
+                if isinstance(got, torch.Tensor) and got.numel() != 1:
+                    fail(
+                        check,
+                        f"on {what}, dalpha has shape {tuple(got.shape)}, expected one number",
+                        "alpha is one scalar shared by every element: sum its gradient over all of them",
+                    )
+                got = torch.as_tensor(as_float(check, got, f"on {what}, for dalpha"), dtype=torch.float64)
+            compare(
+                check,
+                f"on {what}, {name}",
+                got,
+                truth,
+                1e-8,
+                mistakes[name],
+                (x, alpha, w, g),
+                formula=_DYT_GRAD_FORMULA,
+            )
+    passed(check, "dx, dalpha, dweight and dbias match autograd on 3 inputs (one saturated)")
+
+
+# ------------------------------------------------------------------------ sqrt(d) embeddings
+_SQRT_D = "the blocks read sqrt(n_embd) * (wte(idx) + wpe(pos)); the tied unembedding keeps wte as it is"
+
+
+def _scale_ref(model: torch.nn.Module, factor: float) -> None:
+    model.drop.register_forward_hook(lambda module, args, out: out * factor)
+
+
+def _scale_mistakes() -> list[Mistake]:
+    def tokens_only(m):  # scaled the token embeddings, not the positions
+        s = m.config.n_embd**0.5
+        m.wte.register_forward_hook(lambda module, args, out: out * s)
+
+    def positions_only(m):
+        s = m.config.n_embd**0.5
+        m.wpe.register_forward_hook(lambda module, args, out: out * s)
+
+    def by_d(m):
+        _scale_ref(m, float(m.config.n_embd))
+
+    def by_inverse(m):
+        _scale_ref(m, m.config.n_embd**-0.5)
+
+    def logits(m):
+        s = m.config.n_embd**0.5
+        m.register_forward_hook(lambda module, args, out: out * s)
+
+    fix = _SQRT_D
+    return [
+        Mistake("scaled the token embeddings but not the position embeddings", fix, tokens_only),
+        Mistake("scaled the position embeddings only", fix, positions_only),
+        Mistake("multiplied by d instead of sqrt(d)", fix, by_d),
+        Mistake("divided by sqrt(d) instead of multiplying", fix, by_inverse),
+        Mistake(
+            "scaled the logits (or ln_f's output, the same thing): the end of the model, not its input",
+            fix,
+            logits,
+        ),
+    ]
+
+
+def check_scale_embeddings(fn: Callable[..., Any]) -> None:
+    """Check ``fn(model)`` makes a ``gpt2ln.GPT2`` multiply its embeddings by sqrt(d), as Gemma.
+
+    After ``fn(model)`` (which changes the model in place and may return it), the blocks must
+    read ``sqrt(n_embd) * (wte(idx) + wpe(pos))`` while the weights, and so the tied
+    unembedding, stay as they were. Checked on two small models (a pre-norm and a post-norm
+    one) by their logits; a wrong answer is matched against the classic mistakes.
+    """
+    from ...model import GPT2, GPT2Config
+
+    check = "check_scale_embeddings"
+    idx = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(7))
+    for position in ("pre", "post"):
+        config = GPT2Config(vocab_size=64, n_ctx=16, n_embd=16, n_layer=2, n_head=2, norm_position=position)
+
+        def fresh(config=config):
+            torch.manual_seed(3)
+            m = GPT2(config).double().eval()
+            with torch.no_grad():  # embeddings of a trained scale, so the blocks see the change
+                m.wte.weight.mul_(20.0)
+                m.wpe.weight.mul_(20.0)
+            return m
+
+        what = f"a {position}-norm GPT2 of width 16"
+        model = fresh()
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        returned = call(check, fn, model)
+        if returned is not None and returned is not model:
+            fail(
+                check,
+                f"on {what}, your function returned a different model",
+                "change the model it is given (register a hook, or set an attribute) and return it or None",
+            )
+        changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+        if changed:
+            fail(
+                check,
+                f"on {what}, your function changed the weights {changed[:3]}",
+                "wte is tied to the unembedding: scaling wte.weight scales the logits too. "
+                f"Scale the embeddings' output in the forward pass instead: {_SQRT_D}",
+            )
+        with torch.no_grad():
+            got = model(idx)
+            ref_model = fresh()
+            _scale_ref(ref_model, config.n_embd**0.5)
+            truth = ref_model(idx)
+
+        def mistaken(m_fn):
+            m = fresh()
+            m_fn(m)
+            return m(idx)
+
+        mistakes = [Mistake(m.label, m.fix, lambda m_fn=m.fn: mistaken(m_fn)) for m in _scale_mistakes()]
+        compare(
+            check,
+            f"on {what}",
+            got,
+            truth,
+            1e-9,
+            mistakes,
+            (),
+            formula=_SQRT_D,
+            differs="your model's logits differ from the reference's",
+        )
+    passed(check, "the blocks read sqrt(d) times the embeddings, and the weights are unchanged (2 models)")
