@@ -21,7 +21,7 @@ from .ch07 import check_lr_limit, check_lr_schedule, check_post_norm_block, chec
 from .ch08 import check_collapse_lr, check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_cached_attention, check_embed, check_gpt2_param_count
 from .ch10 import check_center_unembed, check_fold_ln, check_logit_attribution, check_logit_lens
-from .ch11 import check_dyt, check_peri_block
+from .ch11 import check_dyt, check_dyt_backward, check_peri_block, check_scale_embeddings
 
 __all__ = [
     "call",
@@ -31,6 +31,7 @@ __all__ = [
     "check_center_writing_weights",
     "check_collapse_lr",
     "check_dyt",
+    "check_dyt_backward",
     "check_embed",
     "check_fold_ln",
     "check_gelu",
@@ -54,6 +55,7 @@ __all__ = [
     "check_rms_norm",
     "check_rms_norm_backward",
     "check_rms_to_layer_norm",
+    "check_scale_embeddings",
     "check_welford",
     "check_welford_merge",
     "fail",
