@@ -29,7 +29,7 @@ from sitetools import SITE, in_ci, notebook_pages, toc_pages
 #: more by adding an entry ({27: [6, 7, ...]} or a range); a chapter may be declared once only.
 CLEAN_BY_ISSUE: dict[int, list[int] | range] = {
     26: range(1, 6),  # chapters 1-5
-    27: [],  # chapters 6-11 join here as their rewrites land
+    27: range(6, 12),  # chapters 6-11
 }
 READER_CLEAN: list[int] = sorted(n for chapters in CLEAN_BY_ISSUE.values() for n in chapters)
 
