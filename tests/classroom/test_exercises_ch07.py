@@ -67,6 +67,14 @@ BLOCK_MISTAKES = {
         "the second residual adds the block input x",
     ),
     "parallel": (lambda x, a, m, l1, l2: l2(x + a(x) + m(x)), "parallel block"),
+    "norm_outside_mlp_sum": (
+        lambda x, a, m, l1, l2: (lambda h: l2(h) + m(h))(l1(x + a(x))),
+        "normalized the stream before adding the MLP",
+    ),
+    "norm_outside_attn_sum": (
+        lambda x, a, m, l1, l2: (lambda h: l2(h + m(h)))(l1(x) + a(x)),
+        "normalized the stream before adding attention",
+    ),
     "attention_half_only": (lambda x, a, m, l1, l2: l1(x + a(x)), "forgot the MLP half"),
     "no_second_norm": (
         lambda x, a, m, l1, l2: (lambda h: h + m(h))(l1(x + a(x))),
@@ -84,6 +92,17 @@ def test_each_block_mistake_fails_naming_it(name):
     with pytest.raises(AssertionError, match="check_post_norm_block") as info:
         check_post_norm_block(fn)
     assert words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("name", [*BLOCK_MISTAKES, "unexplained"])
+def test_failing_block_check_does_not_hand_over_the_answer(name):
+    # Exercise 7.1 asks for the block: no failure message may print its formula
+    fn = BLOCK_MISTAKES[name][0] if name in BLOCK_MISTAKES else (
+        lambda x, a, m, l1, l2: 1.01 * right_block(x, a, m, l1, l2))
+    with pytest.raises(AssertionError) as info:
+        check_post_norm_block(fn)
+    msg = str(info.value)
+    assert "ln_2(h + mlp(h))" not in msg and "ln_1(x + attn(x))" not in msg, msg
 
 
 def test_unexplained_block_gets_the_generic_message():

@@ -91,7 +91,8 @@ def _block_cases(position: str = "post") -> list[_BlockCase]:
 
 
 def _check_block(
-    check: str, fn: Callable[..., Any], position: str, mistakes: Sequence[Mistake], formula: str, extra=()
+    check: str, fn: Callable[..., Any], position: str, mistakes: Sequence[Mistake], formula: str, extra=(),
+    hint: str | None = None,
 ) -> None:
     """Run fn(x, *sub-layers) on each block case and compare with ``Block(norm_position=position)``."""
     for case in _block_cases(position):
@@ -114,7 +115,8 @@ def _check_block(
                 "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
             )
         ref = f"your output differs from the {position}-norm block"
-        compare(check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=formula, differs=ref)
+        compare(check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=hint or formula,
+                differs=ref)
     passed(check, f"matches gpt2ln.Block(norm_position={position!r}), {formula}, on 2 inputs")
 
 
@@ -130,10 +132,12 @@ def _pre(x, attn, mlp, ln_1, ln_2):
 
 _POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
 _PRE_FORMULA = "h = x + attn(ln_1(x)); y = h + mlp(ln_2(h))"
+# what a failing post-norm check shows instead of the answer (Exercise 7.1 asks for it)
+_POST_HINT = "the post-norm formula at the top of chapter 7 (which norm reads which sum)"
 
 
 def _post_mistakes() -> list[Mistake]:
-    fix = f"post-norm normalizes the sum, after the residual addition: {_POST_FORMULA}"
+    fix = "post-norm normalizes the sum, after the residual addition, in both halves"
     return [
         Mistake(
             "normalized before adding: x + attn(ln_1(x)) is pre-norm (GPT-2's block), not post-norm",
@@ -142,7 +146,7 @@ def _post_mistakes() -> list[Mistake]:
         ),
         Mistake(
             "forgot the residual: ln_1(attn(x)) drops the x + ... of each sub-layer",
-            "add the sub-layer's input back before the norm: ln_1(x + attn(x))",
+            "add each sub-layer's input back before its norm",
             lambda x, a, m, l1, l2: l2(m(l1(a(x)))),
         ),
         Mistake(
@@ -158,28 +162,40 @@ def _post_mistakes() -> list[Mistake]:
             lambda x, a, m, l1, l2: _post(x, a, m, l2, l1),
         ),
         Mistake(
-            "the MLP reads the block input x instead of h = ln_1(x + attn(x))",
-            "the second half works on the first half's output: ln_2(h + mlp(h))",
+            "the MLP reads the block input x instead of the first half's output h",
+            "the second half works on the first half's output h",
             lambda x, a, m, l1, l2: l2(l1(x + a(x)) + m(x)),
         ),
         Mistake(
             "the second residual adds the block input x instead of h: ln_2(x + mlp(h))",
-            "the residual of the MLP half is its own input h: ln_2(h + mlp(h))",
+            "the residual of the MLP half is its own input h",
             lambda x, a, m, l1, l2: l2(x + m(l1(x + a(x)))),
         ),
         Mistake(
             "parallel block: attention and MLP both read x and one norm follows their sum",
-            f"the two halves run one after the other: {_POST_FORMULA}",
+            "the two halves run one after the other, each with its own norm",
             lambda x, a, m, l1, l2: l2(x + a(x) + m(x)),
         ),
         Mistake(
-            "forgot the MLP half: returned h = ln_1(x + attn(x))",
-            f"finish with y = ln_2(h + mlp(h)); the block is {_POST_FORMULA}",
+            "normalized the stream before adding the MLP: ln_2(h) + mlp(h) leaves mlp(h) outside the "
+            "norm, so the block's output is not normalized",
+            "the norm reads the whole sum, residual and sub-layer output together",
+            lambda x, a, m, l1, l2: (lambda h: l2(h) + m(h))(l1(x + a(x))),
+        ),
+        Mistake(
+            "normalized the stream before adding attention: ln_1(x) + attn(x) leaves attn(x) outside "
+            "the norm",
+            "the norm reads the whole sum, residual and sub-layer output together",
+            lambda x, a, m, l1, l2: (lambda h: l2(h + m(h)))(l1(x) + a(x)),
+        ),
+        Mistake(
+            "forgot the MLP half: returned the attention half's output h",
+            "finish with the MLP half: its residual sum, then its norm",
             lambda x, a, m, l1, l2: l1(x + a(x)),
         ),
         Mistake(
             "forgot the second norm: h + mlp(h) without ln_2",
-            "each sub-layer's sum is normalized: y = ln_2(h + mlp(h))",
+            "each sub-layer's sum is normalized, the MLP half's too",
             lambda x, a, m, l1, l2: (lambda h: h + m(h))(l1(x + a(x))),
         ),
     ]
@@ -197,7 +213,7 @@ def check_post_norm_block(fn: Callable[..., Any]) -> None:
     (chapter 11's OLMo 2 placement), norms swapped, the MLP reading x, a parallel block, a
     missing half or norm.
     """
-    _check_block("check_post_norm_block", fn, "post", _post_mistakes(), _POST_FORMULA)
+    _check_block("check_post_norm_block", fn, "post", _post_mistakes(), _POST_FORMULA, hint=_POST_HINT)
 
 
 def _pre_mistakes() -> list[Mistake]:
