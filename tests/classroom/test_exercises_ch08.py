@@ -323,3 +323,24 @@ def test_collapse_lr_real_runs(capsys):
     # the chapter's answer, trained for real: collapsed at 0.03, not at 0.015
     check_collapse_lr(0.03)
     assert "collapsed" in capsys.readouterr().out
+
+
+def test_collapse_lr_trains_on_one_thread(monkeypatch):
+    # the chapter trains on one thread per process; the check must too (another thread count
+    # ends elsewhere at high rates), and give the caller's thread count back
+    seen = []
+
+    def fake_train(model, train_data, val_data, cfg, progress=False):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(gpt2ln, "train", fake_train)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="stop here"):
+            _ch08._entropy_after(0.03)
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -512,7 +512,8 @@ COLLAPSE_STEPS = 150
 
 def _entropy_after(lr: float) -> tuple[float, float, bool]:
     """(mean attention entropy at step 0, after training, diverged?) of the chapter's small model
-    without QK-norm (seed 0) trained at ``lr``, on the chapter's validation batch, in nats."""
+    without QK-norm (seed 0) trained at ``lr`` on one thread, as the chapter's runs are, on the
+    chapter's validation batch, in nats: the chapter's numbers for seed 0."""
     from gpt2ln import GPT2, GPT2Config, TrainConfig, get_batch, load_tokens, train
 
     cfg = GPT2Config(vocab_size=256, n_ctx=64, n_embd=64, n_layer=2, n_head=4)
@@ -530,12 +531,19 @@ def _entropy_after(lr: float) -> tuple[float, float, bool]:
         ents = [torch.special.entr(cache[f"attn_pattern.{l}"]).sum(-1).mean() for l in range(cfg.n_layer)]
         return float(torch.stack(ents).mean())
 
-    with torch.random.fork_rng(devices=[]):  # leave the learner's RNG where it was
-        torch.manual_seed(0)
-        model = GPT2(cfg)
-        start = entropy(model)
-        history = train(model, train_data, val_data, tcfg, progress=False)
-        return start, entropy(model), bool(history.diverged)
+    # One thread, as in the chapter's runs (one process of one thread each): at high rates the
+    # training is chaotic, and another thread count sums in another order and ends elsewhere.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):  # leave the learner's RNG where it was
+            torch.manual_seed(0)
+            model = GPT2(cfg)
+            start = entropy(model)
+            history = train(model, train_data, val_data, tcfg, progress=False)
+            return start, entropy(model), bool(history.diverged)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def check_collapse_lr(lr: Any) -> None:
