@@ -59,11 +59,13 @@ def test_raw_table_check_reads_text_blocks_and_outputs_but_not_code(tmp_path):
         '<html><body><div class="cell_input"><pre>lines = ["|" + "---|" * n]  # |---|---|</pre></div>'
         '<ul><li><p>| a | b |\n|---|---|</p></li></ul>'
         '<div class="cell_output"><pre>| x | y |\n| --- | --- |</pre></div>'
+        '<div class="cell_output"><pre>mistake | error\n--------|------\nbessel  | 1e-3</pre></div>'
         "<table><tr><td>a real table</td></tr></table></body></html>",
         encoding="utf-8",
     )
     found = readerview.raw_tables(page)
-    assert found == ["| a | b |\n|---|---|", "| x | y |\n| --- | --- |"], found  # the list item's once
+    # the list item's once; the aligned text table a cell prints is not a markdown table
+    assert found == ["| a | b |\n|---|---|", "| x | y |\n| --- | --- |"], found
 
 
 RANGES_WITH_EQUAL_ENDS = [

@@ -54,6 +54,7 @@ ASSERT = re.compile(r"^\s*assert\b", re.M)
 ERROR_NAMES = re.compile(r"\bTraceback\b|\b[A-Z]\w*(?:Error|Warning)\b")
 # a markdown table that reached the page as text: a separator row |---| (or its typographic
 # dashes, which commonmark's replacements make of ---)
+MARKDOWN_ROW = re.compile(r"^\s*\|.*\|\s*$", re.M)  # | a | b |
 RAW_TABLE = re.compile(r"\|\s*:?(?:-{3,}|[—–]+)\s*:?\s*\|")
 MAX_ASSERTS = 5  # visible assert statements a chapter page may show
 
@@ -168,15 +169,18 @@ def reader_view(path: Path, page: str | None = None) -> ReaderView:
 
 
 def raw_tables(path: Path) -> list[str]:
-    """Text blocks of the page (paragraphs, list items, table cells, outputs) that hold a markdown
-    table's separator row as text. Code cells' sources are not read."""
+    """Text blocks of the page (paragraphs, list items, table cells, rendered outputs) that hold a
+    markdown table's separator row as text. Code cells' sources are not read. In printed output
+    (``<pre>``) only a markdown table counts (rows that open and close with a pipe): a text table
+    aligned in columns, ``a | b`` over ``--|--``, is meant to be read as printed."""
     soup = _soup(path.read_text(encoding="utf-8"))
     for tag in soup.find_all(["script", "style", "template"]):
         tag.decompose()
     for tag in soup.select("div.cell_input"):
         tag.decompose()
-    blocks = soup.find_all(["p", "li", "td", "th", "blockquote"]) + soup.select("div.cell_output pre")
-    found = [b for b in blocks if RAW_TABLE.search(b.get_text())]
+    blocks = soup.find_all(["p", "li", "td", "th", "blockquote"])
+    printed = [b for b in soup.select("div.cell_output pre") if MARKDOWN_ROW.search(b.get_text())]
+    found = [b for b in blocks + printed if RAW_TABLE.search(b.get_text())]
     # a list item holding a paragraph is one table, not two: keep the innermost block
     inner = [b for b in found if not any(o is not b and any(p is b for p in o.parents) for o in found)]
     return [b.get_text()[:120] for b in inner]
