@@ -102,4 +102,5 @@ def test_a_failed_or_missing_chapter_fails_with_or_without_ci(tmp_path, monkeypa
 
 
 def test_budgets_of_the_training_chapters():
-    assert {n: check.BUDGETS[n] for n in (7, 8, 11)} == {7: 180, 8: 180, 11: 180}
+    # chapter 7 runs post-norm with two inits (45 runs), chapter 11 eight variants (99 runs)
+    assert {n: check.BUDGETS[n] for n in (7, 8, 11)} == {7: 240, 8: 180, 11: 240}
