@@ -214,6 +214,46 @@ def test_each_dyt_backward_mistake_is_named(name):
         check_dyt_backward(lambda x, a, w, g: _grads(x, a, w, g, **kw))
 
 
+# the part of the answer that no message may print (the fix is a hint, not the solution)
+DYT_GRAD_ANSWERS = ("weight * alpha * (1 - t", "sum(g * weight * x", "g * t summed", "g summed over")
+DYT_GRAD_HINT_OF = {
+    "no_alpha": "dx",
+    "no_gain": "dx",
+    "tanh_slope": "dx",
+    "no_alpha_inside": "dx",
+    "sech": "dx",
+    "dalpha_no_x": "dalpha",
+    "dweight_no_alpha": "dweight",
+    "averaged": "dweight",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DYT_GRAD_MISTAKES))
+def test_each_dyt_backward_fix_is_a_hint_not_the_answer(name):
+    from gpt2ln.exercises.ch11 import _DYT_GRAD_HINTS, check_dyt_backward
+
+    kw, _ = DYT_GRAD_MISTAKES[name]
+    with pytest.raises(AssertionError) as err:
+        check_dyt_backward(lambda x, a, w, g: _grads(x, a, w, g, **kw))
+    msg = str(err.value)
+    assert "Fix: " + _DYT_GRAD_HINTS[DYT_GRAD_HINT_OF[name]] in msg
+    assert not any(a in msg for a in DYT_GRAD_ANSWERS), msg
+
+
+def test_dyt_backward_fallback_is_a_hint_not_the_answer():
+    from gpt2ln.exercises.ch11 import _DYT_GRAD_FORMULA, check_dyt_backward
+
+    def doubled(x, a, w, g):  # wrong in a way no named mistake matches
+        dx, da, dw, db = right_dyt_backward(x, a, w, g)
+        return dx + 1.0, da, dw, db
+
+    with pytest.raises(AssertionError) as err:
+        check_dyt_backward(doubled)
+    msg = str(err.value)
+    assert _DYT_GRAD_FORMULA in msg and "chain rule" in msg
+    assert not any(a in msg for a in DYT_GRAD_ANSWERS), msg
+
+
 def test_dyt_backward_other_failures_are_explained(capsys):
     from gpt2ln.exercises.ch11 import check_dyt_backward
 

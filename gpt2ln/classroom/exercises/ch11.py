@@ -223,11 +223,18 @@ def check_peri_block(fn: Callable[..., Any]) -> None:
 
 
 # ------------------------------------------------------------------------------- DyT backward
+# Hints, not the answer: the messages name the rule to apply, never the four formulas.
 _DYT_GRAD_FORMULA = (
-    "with t = tanh(alpha * x) and g = grad_out: dx = g * weight * alpha * (1 - t**2), "
-    "dalpha = sum(g * weight * x * (1 - t**2)), dweight = g * t summed over all but the last axis, "
-    "dbias = g summed over all but the last axis"
+    "the chain rule through y = weight * tanh(alpha * x) + bias, with tanh' = 1 - tanh**2; "
+    "a parameter shared across tokens sums its gradient over them"
 )
+_DYT_GRAD_HINTS = {
+    "dx": "dx: follow g back through each factor that multiplies x on its way to y, in order",
+    "dalpha": "dalpha: the same path as dx, except the last step differentiates alpha * x by alpha; "
+    "alpha is one number, so add up every element's share",
+    "dweight": "dweight: what does weight multiply? Each token adds its own term",
+    "dbias": "dbias: bias is added per feature; each token adds its own term",
+}
 _DYT_GRAD_NAMES = ("dx", "dalpha", "dweight", "dbias")
 
 
@@ -245,7 +252,7 @@ def _dyt_grads(x, a, w, g, *, dt=None, dx_alpha=True, dx_w=True, da_x=True, dw_t
 
 
 def _dyt_grad_mistakes() -> dict[str, list[Mistake]]:
-    fix = f"differentiate y = weight * tanh(alpha * x) + bias: {_DYT_GRAD_FORMULA}"
+    hint = _DYT_GRAD_HINTS
 
     def pick(i, **kw):
         return lambda x, a, w, g: _dyt_grads(x, a, w, g, **kw)[i]
@@ -254,52 +261,54 @@ def _dyt_grad_mistakes() -> dict[str, list[Mistake]]:
         "dx": [
             Mistake(
                 "dx: forgot the chain rule's alpha (d tanh(alpha x)/dx = alpha (1 - tanh^2))",
-                fix,
+                hint["dx"],
                 pick(0, dx_alpha=False),
             ),
             Mistake(
                 "dx: forgot the gain: the upstream gradient passes through weight first",
-                fix,
+                hint["dx"],
                 pick(0, dx_w=False),
             ),
             Mistake(
                 "dx: used tanh(alpha x) as its derivative; the derivative is 1 - tanh(alpha x)**2",
-                fix,
+                hint["dx"],
                 pick(0, dt=lambda t, a, x: t),
             ),
             Mistake(
                 "dx: used 1 - tanh(x)**2 without alpha inside the tanh",
-                fix,
+                hint["dx"],
                 pick(0, dt=lambda t, a, x: 1 - torch.tanh(x) ** 2),
             ),
             Mistake(
                 "dx: used 1 / cosh(alpha x) instead of 1 / cosh(alpha x)**2 = 1 - tanh**2",
-                fix,
+                hint["dx"],
                 pick(0, dt=lambda t, a, x: 1 / torch.cosh(a * x)),
             ),
         ],
         "dalpha": [
             Mistake(
                 "dalpha: forgot the factor x (d tanh(alpha x)/d alpha = x (1 - tanh^2))",
-                fix,
+                hint["dalpha"],
                 pick(1, da_x=False),
             ),
             Mistake(
                 "dalpha: used tanh(alpha x) as its derivative; the derivative is 1 - tanh(alpha x)**2",
-                fix,
+                hint["dalpha"],
                 pick(1, dt=lambda t, a, x: t),
             ),
         ],
         "dweight": [
-            Mistake("dweight: used tanh(x), without alpha", fix, pick(2, dw_t=False)),
+            Mistake("dweight: used tanh(x), without alpha", hint["dweight"], pick(2, dw_t=False)),
             Mistake(
                 "dweight: averaged over the tokens instead of summing (the loss adds every token's term)",
-                fix,
+                hint["dweight"],
                 pick(2, sum_w=False),
             ),
         ],
         "dbias": [
-            Mistake("dbias: averaged over the tokens instead of summing", fix, pick(3, sum_w=False)),
+            Mistake(
+                "dbias: averaged over the tokens instead of summing", hint["dbias"], pick(3, sum_w=False)
+            ),
         ],
     }
 
