@@ -269,8 +269,10 @@ class Spread:
         return self.hi - self.lo
 
     def __format__(self, spec: str) -> str:
+        """``median (lo to hi)``; ``median (all seeds)`` when the ends print the same."""
         spec = spec or ".3g"
-        return f"{self.median:{spec}} ({self.lo:{spec}} to {self.hi:{spec}})"
+        lo, hi = format(self.lo, spec), format(self.hi, spec)
+        return f"{self.median:{spec}} ({'all seeds' if lo == hi else f'{lo} to {hi}'})"
 
 
 def spread(values: Sequence[float]) -> Spread:

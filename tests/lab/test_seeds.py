@@ -132,6 +132,7 @@ def test_spread_ignores_nan_and_formats_median_and_range():
     s = spread([3.0, math.nan, 1.0, 2.0])
     assert (s.median, s.lo, s.hi, s.width) == (2.0, 1.0, 3.0, 2.0)
     assert format(s, ".1f") == "2.0 (1.0 to 3.0)"
+    assert format(spread([1.21, 1.24, 1.18]), ".2g") == "1.2 (all seeds)"  # no range whose ends are equal
     assert math.isnan(spread([math.nan]).median)
     with pytest.raises(ValueError, match="at least one value"):
         spread([])
