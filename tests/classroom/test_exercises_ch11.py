@@ -271,6 +271,19 @@ def test_dyt_backward_other_failures_are_explained(capsys):
         check_dyt_backward(lambda x, a, w, g: right_dyt_backward(x, a, w, g)[:3])
 
 
+def test_dyt_backward_unreduced_dweight_is_told_to_sum_not_keepdim():
+    from gpt2ln.exercises.ch11 import check_dyt_backward
+
+    def unreduced(x, a, w, g):  # dweight left at x's shape: no sum over the leading axes
+        dx, da, _, db = right_dyt_backward(x, a, w, g)
+        return dx, da, g * torch.tanh(a * x), db
+
+    with pytest.raises(AssertionError) as err:
+        check_dyt_backward(unreduced)
+    msg = str(err.value)
+    assert "dweight" in msg and "a sum over too few axes" in msg and "reducing without keepdim" not in msg
+
+
 # ------------------------------------------------------------------------ check_scale_embeddings
 def right_scale(model):
     s = model.config.n_embd**0.5

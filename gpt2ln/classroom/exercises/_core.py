@@ -101,6 +101,15 @@ def from_numpy(out: Any) -> Any:
     return out
 
 
+def _shape_hint(out: torch.Tensor, like: torch.Tensor) -> str:
+    """What a wrong shape most likely means: a reduction over too many or too few axes."""
+    if out.dim() < like.dim():
+        return "reducing without keepdim=True, or over the wrong axis"
+    if out.dim() > like.dim():
+        return "a sum over too few axes (reduce every axis but the features), or a stray keepdim=True"
+    return "a reduction over the wrong axis, or a transpose"
+
+
 def as_tensor(check: str, out: Any, like: torch.Tensor, what: str = "the output") -> torch.Tensor:
     """Check out is a tensor with like's shape (numpy arrays are accepted and converted)."""
     out = from_numpy(out)
@@ -110,7 +119,7 @@ def as_tensor(check: str, out: Any, like: torch.Tensor, what: str = "the output"
         fail(
             check,
             f"{what} has shape {tuple(out.shape)}, expected {tuple(like.shape)}",
-            "reducing without keepdim=True, or over the wrong axis",
+            _shape_hint(out, like),
         )
     return out.to(like.dtype)
 
@@ -284,7 +293,7 @@ def compare(
     ``"on x of shape [2, 3]"``; ``differs`` says what differs from what; mistakes that raise
     one of ``skip`` on args are passed over.
     """
-    y = as_tensor(check, out, truth).detach().double()
+    y = as_tensor(check, out, truth, f"{where}, the output").detach().double()
     t = truth.detach().double()
     if close(y, t, tol) and torch.isfinite(y).all():
         return y
