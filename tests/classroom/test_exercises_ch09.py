@@ -11,10 +11,10 @@ from gpt2ln.exercises.ch09 import check_cached_attention
 
 
 # ----------------------------------------------------------------------- check_gpt2_param_count
-def _count(c, *, tied=True, wpe=True, biases=True, ln_f=True, mlp=4):
+def _count(c, *, tied=True, wpe=True, biases=True, ln=True, ln_f=True, mlp=4):
     V, N, d, L = c.vocab_size, c.n_ctx, c.n_embd, c.n_layer
     b = 1 if biases else 0
-    block = 2 * 2 * d + (3 * d * d + b * 3 * d) + (d * d + b * d)
+    block = (2 * 2 * d if ln else 0) + (3 * d * d + b * 3 * d) + (d * d + b * d)
     block += mlp * d * d + b * mlp * d + mlp * d * d + b * d
     return V * d + (N * d if wpe else 0) + L * block + (2 * d if ln_f else 0) + (0 if tied else V * d)
 
@@ -33,6 +33,8 @@ def test_param_count_right_passes(capsys):
         (dict(biases=False), "forgot the biases"),
         (dict(ln_f=False), "forgot the final LayerNorm ln_f"),
         (dict(mlp=1), "MLP width d instead of 4d"),
+        # the chapter's 12 d^2 L and the embeddings, nothing else
+        (dict(biases=False, ln=False, ln_f=False), "counted only the weight matrices"),
     ],
 )
 def test_param_count_mistakes_are_named(kw, words):
@@ -77,6 +79,15 @@ def test_embed_right_passes(capsys):
         (lambda idx, wte, wpe: wte[idx] + wpe[idx], r"looked up the positions by token id"),
         (lambda idx, wte, wpe: wpe[idx] + wte[: idx.shape[1]], "swapped wte and wpe"),
         (lambda idx, wte, wpe: wte[idx] * wte.shape[1] ** 0.5 + wpe[: idx.shape[1]], "sqrt\\(d\\)"),
+        # what the exercise's question ("so that the width stays d") warns against, in either order
+        (
+            lambda idx, wte, wpe: torch.cat([wte[idx], wpe[: idx.shape[1]].expand(idx.shape[0], -1, -1)], -1),
+            "concatenated the two embeddings",
+        ),
+        (
+            lambda idx, wte, wpe: torch.cat([wpe[: idx.shape[1]].expand(idx.shape[0], -1, -1), wte[idx]], -1),
+            "concatenated the two embeddings",
+        ),
         # lesson 000's watch-out: the embeddings are not normalized on the way in
         (
             lambda idx, wte, wpe: torch.nn.functional.layer_norm(
@@ -118,6 +129,7 @@ def test_embed_not_implemented_shape_and_in_place():
 
 # ------------------------------------------------------------------- check_cached_attention
 def _cached(x_new, k_past, v_past, wa, ba, wp, bp, n_head, *, mask="right", append=True, scale=0.5):
+    # scale: the scores are divided by D ** scale (0.5: sqrt(D), right; 1: D; 0: no scale)
     B, Tn, d = x_new.shape
     D, P = d // n_head, k_past.shape[2]
     q, k, v = (t.view(B, Tn, n_head, D).transpose(1, 2) for t in (x_new @ wa + ba).split(d, dim=-1))
@@ -127,7 +139,7 @@ def _cached(x_new, k_past, v_past, wa, ba, wp, bp, n_head, *, mask="right", appe
         k, v = k_past, v_past
     scores = q @ k.transpose(-2, -1) / D**scale
     ones = torch.ones(Tn, k.shape[2], dtype=torch.bool)
-    future = {"right": ones.triu(P + 1), "square": ones.triu(1), "none": ~ones}[mask]
+    future = {"right": ones.triu(P + 1), "square": ones.triu(1), "self": ones.triu(P), "none": ~ones}[mask]
     pattern = torch.softmax(scores.masked_fill(future, float("-inf")), -1)
     return (pattern @ v).transpose(1, 2).reshape(B, Tn, d) @ wp + bp, k, v
 
@@ -144,6 +156,9 @@ def test_cached_attention_right_passes(capsys):
         (dict(mask="none"), r"no causal mask among the new positions"),
         (dict(append=False, mask="none"), r"attended only to the cached keys"),
         (dict(scale=1.0), r"1/D instead of 1/sqrt\(D\)"),
+        (dict(scale=0.0), r"forgot the 1/sqrt\(D\) scale"),
+        # the offset off by one: each new token masked from its own key
+        (dict(mask="self"), r"hides each new token from itself"),
     ],
 )
 def test_cached_attention_mistakes_are_named(kw, words):

@@ -85,6 +85,12 @@ _MISTAKES = [  # each fn(config) -> int
         ),
         ("MLP width d instead of 4d: c_fc maps d -> 4d, c_proj 4d -> d", dict(mlp_mult=1)),
         ("counted c_attn as [d, d]: it makes queries, keys and values, [d, 3d] (+ 3d biases)", dict(qkv=1)),
+        (
+            "counted only the weight matrices (12 d^2 per block) and the embeddings: the biases of the "
+            "linear layers (9d per block) and the LayerNorms' gains and biases (4d per block, 2d for ln_f) "
+            "are parameters too",
+            dict(biases=False, ln=False, ln_f=False),
+        ),
     ]
 ]
 
@@ -217,6 +223,14 @@ def check_embed(fn: Callable[..., Any]) -> None:
     for what, (idx, wte, wpe) in cases:
         out = call_on_copies(check, fn, (idx, wte, wpe), names=("idx", "wte", "wpe"), what=what)
         truth = _embed(idx, wte.double(), wpe.double())
+        d = wte.shape[1]
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == (*truth.shape[:-1], 2 * d):
+            fail(
+                check,
+                f"on {what}: got shape {tuple(out.shape)}, expected {tuple(truth.shape)}",
+                "concatenated the two embeddings (width 2d): GPT-2 adds them, wte[idx] + wpe[pos], "
+                "so the width stays d",
+            )
         if isinstance(out, torch.Tensor) and out.shape == truth.shape[1:]:
             fail(
                 check,
@@ -264,10 +278,13 @@ def _cached_attention(
     else:
         k, v = torch.cat([k_past, k], dim=2), torch.cat([v_past, v], dim=2)
     Tk = k.shape[2]
-    scores = q @ k.transpose(-2, -1) / (D if how == "scale_D" else math.sqrt(D))
+    scale = {"scale_D": D, "no_scale": 1.0}.get(how, math.sqrt(D))
+    scores = q @ k.transpose(-2, -1) / scale
     ones = torch.ones(Tn, Tk, dtype=torch.bool)
     if how == "square_mask":
         future = ones.triu(diagonal=1)
+    elif how == "self_masked":
+        future = ones.triu(diagonal=P)
     elif how in ("no_mask", "not_appended"):
         future = torch.zeros_like(ones)
     else:  # new position i sits at P + i: it sees keys 0 .. P + i
@@ -296,7 +313,16 @@ _CACHE_MISTAKES = [  # each fn(*args) -> out [B, T_new, d]
             "attended only to the cached keys and values: append the new ones first "
             "(torch.cat along the time axis), a token also attends to itself",
         ),
+        (
+            "self_masked",
+            "the mask hides each new token from itself (triu(diagonal=P)): new position i is position "
+            "P + i and sees keys 0 .. P + i, itself included, so the mask is triu(diagonal=P + 1)",
+        ),
         ("scale_D", "scaled the scores by 1/D instead of 1/sqrt(D) (D = d / n_head, the head width)"),
+        (
+            "no_scale",
+            "forgot the 1/sqrt(D) scale: divide the scores q k^T by sqrt(D) (D = d / n_head, the head width)",
+        ),
     ]
 ]
 
@@ -305,7 +331,9 @@ def _cache_cases() -> list[tuple[str, int, tuple[Any, ...], torch.Tensor, torch.
     """(what, P, args, out truth, k truth, v truth): full causal attention on P + T_new positions."""
     gen = torch.Generator().manual_seed(9)
     out = []
-    for B, P, Tn, d, H in ((2, 5, 1, 12, 3), (1, 4, 3, 8, 2)):
+    # three new tokens first: with one, a mask that hides a token from itself and keys that were
+    # never appended give the same output
+    for B, P, Tn, d, H in ((1, 4, 3, 8, 2), (2, 5, 1, 12, 3)):
         x = torch.randn(B, P + Tn, d, generator=gen, dtype=torch.float64)
         wa = torch.randn(d, 3 * d, generator=gen, dtype=torch.float64) / math.sqrt(d)
         ba = 0.1 * torch.randn(3 * d, generator=gen, dtype=torch.float64)
@@ -357,4 +385,4 @@ def check_cached_attention(fn: Callable[..., Any]) -> None:
                 )
             got = as_tensor(check, got, truth, f"the returned {name}")
             compare(check, f"on {what}, the returned {name}", got, truth, 1e-8, [], args, formula="cat")
-    passed(check, f"the same as full causal attention on {len(cases)} cases (1 and 3 new tokens)")
+    passed(check, f"the same as full causal attention on {len(cases)} cases (3 new tokens and 1)")
