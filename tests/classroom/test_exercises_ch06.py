@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import gpt2ln
 from gpt2ln import GPT2Config
 from gpt2ln.exercises import check_causal_attention, check_gelu
-from gpt2ln.exercises.ch06 import check_padded_causal_mask
+from gpt2ln.exercises.ch06 import check_padded_causal_mask, check_saturating_std, check_smallest_nan_fill
 
 
 # ----------------------------------------------------------------------- check_causal_attention
@@ -265,6 +265,8 @@ def test_checks_leave_the_global_random_state_alone():
     check_causal_attention(right_attention)
     check_gelu(right_gelu)
     check_padded_causal_mask(right_mask)
+    check_smallest_nan_fill(65520)
+    check_saturating_std(math.sqrt(8), math.sqrt(8 / 768))
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -293,6 +295,10 @@ def _mask(
     pad = k[:, None, None, :] if keys else k[:, None, :, None]
     allowed = tri[None, None] & pad if padding else tri[None, None].expand(keep.shape[0], 1, T, T)
     dt = out_dtype or dtype
+    if value == "-1e10 fill":  # a literal float16 cannot hold: masked_fill refuses it
+        return torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, -1e10)
+    if value == "-1e10 cast":  # the same literal, cast: -inf in float16
+        return torch.where(allowed, 0.0, -1e10).to(dt)
     if value == "mul":  # the official formula's product, in the mask's dtype
         b = allowed.to(dt)
         big = torch.tensor(1e10, dtype=dt)
@@ -329,6 +335,8 @@ MASK_MISTAKES = {
     "diagonal": (dict(causal="strict"), "diagonal masked"),
     "-inf": (dict(value="-inf"), "-inf for the masked keys"),
     "inf * 0": (dict(value="mul"), "inf * 0"),
+    "-1e10 fill": (dict(value="-1e10 fill"), "a literal such as -1e10 for the masked value"),
+    "-1e10 cast": (dict(value="-1e10 cast"), "so -1e10 becomes -inf"),
     "too small": (dict(value="small"), "not negative enough"),
     "no head axis": (dict(shape4=False), "add the head axis"),
     "float32 always": (dict(out_dtype=torch.float32), "create it with dtype=dtype"),
@@ -373,3 +381,68 @@ def test_a_mask_changing_keep_in_place_is_told():
 
     with pytest.raises(AssertionError, match="check_padded_causal_mask"):
         check_padded_causal_mask(in_place)
+
+
+def test_a_minus_1e10_fill_is_tied_to_float16s_range():
+    with pytest.raises(AssertionError) as info:
+        check_padded_causal_mask(lambda keep, dtype: _mask(keep, dtype, value="-1e10 fill"))
+    msg = str(info.value)
+    assert "dtype=torch.float16" in msg and "65,504" in msg and "torch.finfo(dtype).min" in msg, msg
+
+
+# ----------------------------------------------------------------------- check_smallest_nan_fill
+@pytest.mark.parametrize("fill", [65520, 65520.0, np.float64(65520), torch.tensor(65520.0)])
+def test_the_smallest_nan_fill_passes(fill, capsys):
+    check_smallest_nan_fill(fill)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_smallest_nan_fill") and "65,519" in out
+
+
+NAN_FILL_MISTAKES = {
+    "float16's largest": (65504, "float16's largest finite number, and values a little above it"),
+    "just below": (65519, "float16's largest finite number, and values a little above it"),
+    "1e4": (1e4, "a fill below float16's largest finite number"),
+    "2**16": (65536, "2**16 = 65,536 is the first power of two"),
+    "1e10": (1e10, "is not the smallest"),
+    "not whole": (65519.5, "a whole number"),
+    "infinite": (float("inf"), "a whole number"),
+}
+
+
+@pytest.mark.parametrize("name", list(NAN_FILL_MISTAKES))
+def test_each_nan_fill_mistake_fails_naming_it(name):
+    fill, words = NAN_FILL_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_smallest_nan_fill") as info:
+        check_smallest_nan_fill(fill)
+    assert words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("fill", [None, "65520", True])
+def test_a_nan_fill_that_is_not_a_number_is_told(fill):
+    with pytest.raises(AssertionError, match="expected one number"):
+        check_smallest_nan_fill(fill)
+
+
+# ----------------------------------------------------------------------- check_saturating_std
+def test_the_saturating_stds_pass(capsys):
+    check_saturating_std(math.sqrt(8), math.sqrt(8 / 768))
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_saturating_std")
+
+
+SATURATION_MISTAKES = {
+    "qk is the score's std": ((8.0, math.sqrt(8 / 768)), "8 is the score's standard deviation"),
+    "qk otherwise": ((2.0, math.sqrt(8 / 768)), "solve qk_std**2 = 8"),
+    "w over d": ((math.sqrt(8), math.sqrt(8) / 768), "divided by d instead of sqrt(d)"),
+    "w without the root": ((math.sqrt(8), 8 / 768), "the square root is missing"),
+    "GPT-2's 0.02": ((math.sqrt(8), 0.02), "solve d * w_std**2 = 8"),
+    "negative": ((-math.sqrt(8), 0.1), "a positive number"),
+}
+
+
+@pytest.mark.parametrize("name", list(SATURATION_MISTAKES))
+def test_each_saturation_mistake_fails_naming_it(name):
+    args, words = SATURATION_MISTAKES[name]
+    with pytest.raises(AssertionError, match="check_saturating_std") as info:
+        check_saturating_std(*args)
+    assert words in str(info.value), str(info.value)

@@ -7,7 +7,8 @@ different answer, and names the one it matches. ``check_gelu(fn)`` checks GPT-2'
 tanh GELU the same way. ``check_padded_causal_mask(fn)`` runs the learner's
 ``fn(keep, dtype) -> mask``, an additive ``[B, 1, T, T]`` mask combining the causal
 mask with a padding mask, inside attention in three dtypes, and names the mistake a
-wrong mask matches.
+wrong mask matches. ``check_smallest_nan_fill(fill)`` and ``check_saturating_std(qk_std, w_std)``
+check a number the learner predicts by running the computation it predicts.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from ._core import (
     require_unchanged,
 )
 
-__all__ = ["check_causal_attention", "check_gelu", "check_padded_causal_mask"]
+__all__ = [
+    "check_causal_attention",
+    "check_gelu",
+    "check_padded_causal_mask",
+    "check_saturating_std",
+    "check_smallest_nan_fill",
+]
 
 
 _IN_PLACE = "an in-place operation such as `x *= ...` or `w.t_()`: compute new tensors instead"
@@ -449,6 +456,16 @@ def _mask_cases() -> list[tuple[str, torch.Tensor]]:
     ]
 
 
+def _literal_fill(dtype: torch.dtype, what: str) -> str:
+    """The likely mistake of a mask filled with a literal such as -1e10 that ``dtype`` cannot hold."""
+    name = str(dtype).removeprefix("torch.")
+    return (
+        f"a literal such as -1e10 for the masked value: {name}'s largest finite number is "
+        f"{torch.finfo(dtype).max:,.0f}, so -1e10 {what} (the official formula's problem in float16). "
+        "Use the dtype's own most negative finite number, torch.finfo(dtype).min"
+    )
+
+
 def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
     """Check ``fn(keep, dtype)`` is the additive causal-and-padding mask ``[B, 1, T, T]``.
 
@@ -458,7 +475,8 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
     no key), and every real token's attention must be over exactly its earlier real tokens.
     A wrong mask names the mistake it matches: the padding on the queries or missing, keep inverted, no
     causal or no padding part, the upper triangle, the diagonal masked, -inf (NaN rows),
-    inf * 0 (NaN), a masked value too small, a wrong shape or dtype.
+    inf * 0 (NaN), a literal such as -1e10 that float16 cannot hold, a masked value too small,
+    a wrong shape or dtype.
     """
     check = "check_padded_causal_mask"
     gen = torch.Generator().manual_seed(6)
@@ -469,7 +487,12 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
         real_rows = keep[:, None, :, None].expand(B, 1, T, T)  # rows of real queries
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             where = f"on {what}, dtype={dtype}"
-            out = call_on_copies(check, fn, (keep, dtype), names=("keep", "dtype"), what=where)
+            try:
+                out = call_on_copies(check, fn, (keep, dtype), names=("keep", "dtype"), what=where)
+            except AssertionError as e:  # a literal too large for the dtype: name it
+                if dtype == torch.float32 or "overflow" not in str(e):
+                    raise
+                fail(check, f"{where}: {str(e).split(': ', 1)[1]}", _literal_fill(dtype, "cannot be stored"))
             out = from_numpy(out)
             if not isinstance(out, torch.Tensor):
                 fail(
@@ -518,13 +541,22 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
             if not torch.isfinite(weights).all():
                 bad = (~torch.isfinite(weights)).any(dim=-1)  # [B, H, T]
                 b, _, i = (int(t) for t in bad.nonzero()[0])
-                likely = (
-                    "-inf for the masked keys: a query that may see no key (a left-padded padding "
-                    "token) gets a row of -inf, and softmax(-inf, ..., -inf) is NaN. Use the dtype's "
-                    "most negative finite number, torch.finfo(dtype).min"
-                    if (out == float("-inf")).any()
-                    else "a masked value that overflows when added to the scores; use torch.finfo(dtype).min"
-                )
+                if not (out == float("-inf")).any():
+                    likely = (
+                        "a masked value that overflows when added to the scores; use torch.finfo(dtype).min"
+                    )
+                elif dtype == torch.float32:
+                    likely = (
+                        "-inf for the masked keys: a query that may see no key (a left-padded padding "
+                        "token) gets a row of -inf, and softmax(-inf, ..., -inf) is NaN. Use the dtype's "
+                        "most negative finite number, torch.finfo(dtype).min"
+                    )
+                else:  # finite in float32, -inf here: a large literal cast to this dtype
+                    likely = _literal_fill(
+                        dtype,
+                        "becomes -inf, and a query that may see no key (a left-padded padding token) "
+                        "gets softmax(-inf, ..., -inf) = NaN",
+                    )
                 fail(check, f"{where}: the softmax row of sequence {b}, query {i} is not finite", likely)
             # the learner's pattern: which keys each real query may see, read off the mask itself
             seen = out.double() > -100.0  # not masked (a masked entry is far below)
@@ -558,4 +590,157 @@ def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
         check,
         "finite in float32, bfloat16 and float16; each real token attends to exactly its earlier real "
         "tokens, on left- and right-padded batches",
+    )
+
+
+# ---------------------------------------------------------------------------- float16's fill
+def _number(check: str, value: Any, name: str) -> float:
+    """The learner's answer ``name`` as a float (a Python or numpy number, a one-element tensor)."""
+    if value is not None and not isinstance(value, (bool, str)):
+        try:
+            return float(value.reshape(()) if hasattr(value, "reshape") else value)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    fail(check, f"{name} is {value!r} ({type(value).__name__}): expected one number")
+    return math.nan  # unreachable
+
+
+def _stored(value: float) -> float:
+    """value as float16 stores it."""
+    return float(torch.tensor(value, dtype=torch.float16).item())
+
+
+def _official_gives_nan(fill: float) -> bool:
+    """Whether the official mask formula with ``fill`` in place of 1e10 makes a NaN in float16."""
+    gen = torch.Generator().manual_seed(6)
+    scores = torch.randn(2, 5, 5, generator=gen).half()
+    b = torch.ones(5, 5).tril().half()  # the 0/1 lower triangle, in the scores' dtype
+    w = scores * b - torch.tensor(fill, dtype=torch.float16) * (1 - b)
+    return bool(torch.isnan(torch.softmax(w, dim=-1)).any())
+
+
+def check_smallest_nan_fill(fill: Any) -> None:
+    """Check ``fill`` is the smallest whole number that, in place of the official mask's 1e10
+    (``w*b - cast(fill)*(1-b)``), makes the float16 softmax NaN.
+
+    Runs the formula in float16 with ``fill`` and with ``fill - 1``: the first must give NaN,
+    the second not. A wrong answer is told what float16 stores for it, and the likely mistake
+    (float16's largest number taken for the answer, or 2**16, past the rounding threshold).
+    """
+    check = "check_smallest_nan_fill"
+    value = _number(check, fill, "smallest_nan_fill")
+    if not math.isfinite(value) or value != round(value):
+        fail(
+            check,
+            f"smallest_nan_fill is {value!r}: the exercise asks for a whole number",
+            "try whole numbers near float16's largest finite number, torch.finfo(torch.float16).max",
+        )
+    top = torch.finfo(torch.float16).max
+    if not _official_gives_nan(value):
+        likely = (
+            f"{top:,.0f} is float16's largest finite number, and values a little above it are rounded "
+            "down to it too: float16 rounds to its nearest number, and only from halfway to the next "
+            "step (its numbers are 32 apart up there) does a value round up, past the largest, to inf"
+            if value >= top
+            else f"a fill below float16's largest finite number, {top:,.0f}, is stored as a finite number: "
+            "the masked keys get minus that, and no inf appears"
+        )
+        fail(
+            check,
+            f"with {value:,.0f} in place of 1e10 the float16 softmax has no NaN: float16 stores "
+            f"{value:,.0f} as {_stored(value):,.0f}, finite, so every allowed entry computes w - "
+            f"{_stored(value):,.0f} * 0 = w",
+            likely,
+        )
+    if _official_gives_nan(value - 1):
+        likely = (
+            "2**16 = 65,536 is the first power of two float16 cannot hold, but rounding to the nearest "
+            "number sends values below it to inf as well: find where rounding up begins"
+            if value == 2.0**16
+            else "every value that float16 stores as inf gives NaN (inf * 0): find the smallest one that "
+            f"rounds to inf (float16's largest finite number is {top:,.0f}; its numbers are 32 apart there)"
+        )
+        fail(
+            check,
+            f"{value:,.0f} gives NaN, but so does {value - 1:,.0f} (stored as {_stored(value - 1):g}): "
+            f"{value:,.0f} is not the smallest",
+            likely,
+        )
+    passed(
+        check,
+        f"float16 stores {value:,.0f} as {_stored(value):g} (inf * 0 = NaN), and {value - 1:,.0f} as "
+        f"{_stored(value - 1):,.0f}, which leaves the softmax finite",
+    )
+
+
+# ---------------------------------------------------------------------------- saturating scores
+_TARGET_STD = 8.0  # Figure 6.1's unscaled case: a saturated softmax
+_WIDTH, _HEADS = 768, 12  # GPT-2 small
+
+
+def _score_std_from_qk(qk_std: float) -> float:
+    """The standard deviation of q . k / sqrt(D), D = 64, for q and k entries of std ``qk_std``."""
+    gen = torch.Generator().manual_seed(6)
+    q, k = (qk_std * torch.randn(20_000, 64, generator=gen, dtype=torch.float64) for _ in range(2))
+    return float(((q * k).sum(dim=-1) / 8.0).std())
+
+
+def _score_std_from_weights(w_std: float) -> float:
+    """The scores' standard deviation at GPT-2 small's width for ln_1's output and c_attn weights
+    of std ``w_std`` (biases 0)."""
+    gen = torch.Generator().manual_seed(6)
+    h = torch.nn.functional.layer_norm(torch.randn(8, 12, _WIDTH, generator=gen), (_WIDTH,))
+    w = w_std * torch.randn(_WIDTH, 2 * _WIDTH, generator=gen)
+    D = _WIDTH // _HEADS
+    q, k = ((h @ w_part).view(8, 12, _HEADS, D).transpose(1, 2) for w_part in w.split(_WIDTH, dim=-1))
+    return float((q @ k.transpose(-2, -1) / math.sqrt(D)).std())
+
+
+def check_saturating_std(qk_std: Any, w_std: Any) -> None:
+    """Check the two standard deviations that give scaled scores of std 8 (Figure 6.1's saturated
+    case): ``qk_std`` for q and k entries (D = 64), ``w_std`` for c_attn's weights at GPT-2
+    small's width (d = 768) reading ln_1's unit-variance output.
+
+    Measures the scores' standard deviation with each answer (20,000 random q, k pairs; a layer
+    of GPT-2 small's width on layer-normed random tokens) and wants it within 10 % of 8. A wrong
+    answer gets the standard deviation it gives and its likely mistake.
+    """
+    check = "check_saturating_std"
+    qk, w = _number(check, qk_std, "qk_std"), _number(check, w_std, "w_std")
+    for name, v in (("qk_std", qk), ("w_std", w)):
+        if not math.isfinite(v) or v <= 0:
+            fail(check, f"{name} is {v!r}: a standard deviation is a positive number")
+    got = _score_std_from_qk(qk)
+    if abs(got / _TARGET_STD - 1) > 0.1:
+        likely = (
+            "8 is the score's standard deviation, and a score multiplies a q entry by a k entry: with the "
+            "1/sqrt(D) scale its standard deviation is qk_std * qk_std, so solve qk_std**2 = 8"
+            if abs(qk / _TARGET_STD - 1) < 0.05
+            else "with the 1/sqrt(D) scale the score's standard deviation is qk_std**2 (D drops out): "
+            "solve qk_std**2 = 8"
+        )
+        fail(check, f"q and k entries of std {qk:g} give scores of std {got:.3g}, not 8", likely)
+    got = _score_std_from_weights(w)
+    if abs(got / _TARGET_STD - 1) > 0.1:
+        if abs(w / (qk / _WIDTH) - 1) < 0.05:
+            likely = (
+                "divided by d instead of sqrt(d): a q entry sums d products of a unit-variance feature "
+                "and a weight, so its standard deviation is sqrt(d) * w_std"
+            )
+        elif abs(w / (_TARGET_STD / _WIDTH) - 1) < 0.05:
+            likely = "d * w_std**2 = 8 gives w_std = sqrt(8 / d): the square root is missing"
+        else:
+            likely = (
+                "q and k entries have standard deviation sqrt(d) * w_std, and the scores d * w_std**2: "
+                "solve d * w_std**2 = 8 with d = 768"
+            )
+        fail(
+            check,
+            f"at d = {_WIDTH}, c_attn weights of std {w:g} give scores of std {got:.3g}, not 8",
+            likely,
+        )
+    passed(
+        check,
+        f"q, k entries of std {qk:.3g} give scores of std {_score_std_from_qk(qk):.2f}; at d = {_WIDTH}, "
+        f"weights of std {w:.3g} give {got:.2f} (GPT-2's 0.02 gives {_score_std_from_weights(0.02):.2f})",
     )
