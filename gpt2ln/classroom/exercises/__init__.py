@@ -16,7 +16,13 @@ from .ch02 import check_layer_norm, check_layernorm_param_count
 from .ch03 import check_layer_norm_backward, check_ln_jacobian, check_rms_norm_backward
 from .ch04 import check_welford, check_welford_merge
 from .ch05 import check_center_writing_weights, check_rms_norm, check_rms_to_layer_norm
-from .ch06 import check_causal_attention, check_gelu, check_padded_causal_mask
+from .ch06 import (
+    check_causal_attention,
+    check_gelu,
+    check_padded_causal_mask,
+    check_saturating_std,
+    check_smallest_nan_fill,
+)
 from .ch07 import check_lr_limit, check_lr_schedule, check_post_norm_block, check_pre_norm_block
 from .ch08 import check_collapse_lr, check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_cached_attention, check_embed, check_gpt2_param_count
@@ -55,7 +61,9 @@ __all__ = [
     "check_rms_norm",
     "check_rms_norm_backward",
     "check_rms_to_layer_norm",
+    "check_saturating_std",
     "check_scale_embeddings",
+    "check_smallest_nan_fill",
     "check_welford",
     "check_welford_merge",
     "fail",
