@@ -299,6 +299,8 @@ def _mask(
         return torch.zeros(allowed.shape, dtype=dt).masked_fill(~allowed, -1e10)
     if value == "-1e10 cast":  # the same literal, cast: -inf in float16
         return torch.where(allowed, 0.0, -1e10).to(dt)
+    if value == "f32 min cast":  # float32's finfo.min, cast: -inf in bfloat16 (and float16)
+        return torch.where(allowed, 0.0, torch.finfo(torch.float32).min).to(dt)
     if value == "mul":  # the official formula's product, in the mask's dtype
         b = allowed.to(dt)
         big = torch.tensor(1e10, dtype=dt)
@@ -337,6 +339,7 @@ MASK_MISTAKES = {
     "inf * 0": (dict(value="mul"), "inf * 0"),
     "-1e10 fill": (dict(value="-1e10 fill"), "a literal such as -1e10 for the masked value"),
     "-1e10 cast": (dict(value="-1e10 cast"), "so -1e10 becomes -inf"),
+    "float32's min, cast": (dict(value="f32 min cast"), "float32's finfo.min"),
     "too small": (dict(value="small"), "not negative enough"),
     "no head axis": (dict(shape4=False), "add the head axis"),
     "float32 always": (dict(out_dtype=torch.float32), "create it with dtype=dtype"),

@@ -457,13 +457,23 @@ def _mask_cases() -> list[tuple[str, torch.Tensor]]:
 
 
 def _literal_fill(dtype: torch.dtype, what: str) -> str:
-    """The likely mistake of a mask filled with a literal such as -1e10 that ``dtype`` cannot hold."""
+    """The likely mistake of a masked value that ``dtype`` cannot hold: a literal such as -1e10
+    where it overflows (float16), else another dtype's ``finfo.min`` cast to it (float32's, in
+    bfloat16)."""
     name = str(dtype).removeprefix("torch.")
-    return (
-        f"a literal such as -1e10 for the masked value: {name}'s largest finite number is "
-        f"{torch.finfo(dtype).max:,.0f}, so -1e10 {what} (the official formula's problem in float16). "
-        "Use the dtype's own most negative finite number, torch.finfo(dtype).min"
-    )
+    biggest = torch.finfo(dtype).max
+    if biggest < 1e10:
+        cause = (
+            f"a literal such as -1e10 for the masked value: {name}'s largest finite number is "
+            f"{biggest:,.0f}, so -1e10 {what} (the official formula's problem in float16)"
+        )
+    else:
+        f32 = torch.finfo(torch.float32).min
+        cause = (
+            f"another dtype's most negative number cast to {name}: float32's finfo.min ({f32:.4g}) "
+            f"is beyond {name}'s ({-biggest:.4g}), so it {what}"
+        )
+    return f"{cause}. Use the dtype's own most negative finite number, torch.finfo(dtype).min"
 
 
 def check_padded_causal_mask(fn: Callable[..., Any]) -> None:
