@@ -233,6 +233,16 @@ def _max(lrs, losses, loss_init):
     return float(np.max(c - c.min()))
 
 
+def _n_minus_1(lrs, losses, loss_init):
+    c = np.array([loss_init if not math.isfinite(float(x)) else min(float(x), loss_init) for x in losses])
+    return float(np.sum(c - c.min()) / (len(c) - 1))
+
+
+def _median(lrs, losses, loss_init):
+    c = np.array([loss_init if not math.isfinite(float(x)) else min(float(x), loss_init) for x in losses])
+    return float(np.median(c - c.min()))
+
+
 def _weighted(lrs, losses, loss_init):
     c = np.array([loss_init if not math.isfinite(float(x)) else min(float(x), loss_init) for x in losses])
     return float(np.average(c - c.min(), weights=np.asarray(lrs, dtype=float)))
@@ -247,6 +257,8 @@ LRS_MISTAKES = {
     "minus_init": (_minus_init, "subtracted loss_init instead of the best"),
     "max": (_max, "used the max instead of the mean"),
     "lr_weighted": (_weighted, "weighted the runs by their learning rate"),
+    "n_minus_1": (_n_minus_1, "divided by n - 1"),
+    "median": (_median, "the median over the runs instead of the mean"),
     "returns_none": (lambda *a: None, "missing `return`"),
     "returns_array": (lambda lrs, losses, loss_init: np.zeros(3), "expected one number"),
 }
@@ -258,6 +270,21 @@ def test_each_lr_sensitivity_mistake_fails_naming_it(name):
     with pytest.raises(AssertionError, match="check_lr_sensitivity") as info:
         check_lr_sensitivity(fn)
     assert words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("name", ["n_minus_1", "median"])
+def test_n_minus_1_and_median_are_not_blamed_on_lr_weighting(name):
+    fn, _ = LRS_MISTAKES[name]
+    with pytest.raises(AssertionError) as info:
+        check_lr_sensitivity(fn)
+    assert "learning rate" not in str(info.value), str(info.value)
+
+
+def test_pass_messages_do_not_list_the_test_inputs(capsys):
+    check_qk_norm_scores(right_scores)
+    check_lr_sensitivity(right_sensitivity)
+    out = capsys.readouterr().out
+    assert "float32" not in out and "eps=1e-5" not in out and "lists, arrays" not in out
 
 
 def test_unimplemented_lr_sensitivity_says_not_implemented_yet():
@@ -284,7 +311,7 @@ def test_checks_leave_the_global_random_state_alone():
 
 # ----------------------------------------------------------------------- check_collapse_lr
 from gpt2ln.classroom.exercises import ch08 as _ch08  # noqa: E402
-from gpt2ln.exercises.ch08 import check_collapse_lr  # noqa: E402
+from gpt2ln.exercises.ch08 import check_collapse_lr, check_collapse_warmup  # noqa: E402
 
 
 def _fake_edge(edge, start=3.1):
@@ -344,3 +371,58 @@ def test_collapse_lr_trains_on_one_thread(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+# ----------------------------------------------------------------------- check_collapse_warmup
+def _fake_warmup_edge(edge, start=3.2, diverge_at=None):
+    # entropy after training at 3e-2: 0.6 nats (collapsed) below the edge, 2.5 from it on
+    def entropy_after(lr, warmup_steps=30):
+        assert lr == _ch08.WARMUP_LR
+        return start, (2.5 if warmup_steps >= edge else 0.6), warmup_steps == diverge_at
+
+    return entropy_after
+
+
+@pytest.mark.parametrize(
+    ("w", "message"),
+    [
+        (60, "the attention still collapses"),
+        (120, "more than 10 steps past the edge"),
+        (0.6, "a fraction of the run"),
+        (85.5, "a whole number of steps"),
+        (200, "a whole number of steps"),
+        (5, "a whole number of steps"),
+        ("90", "expected a number of steps"),
+        (True, "expected a number of steps"),
+        (float("nan"), "a whole number of steps"),
+    ],
+)
+def test_collapse_warmup_names_the_mistake(monkeypatch, w, message):
+    monkeypatch.setattr(_ch08, "_entropy_after", _fake_warmup_edge(87))
+    with pytest.raises(AssertionError, match=message):
+        check_collapse_warmup(w)
+
+
+def test_collapse_warmup_diverged(monkeypatch):
+    monkeypatch.setattr(_ch08, "_entropy_after", _fake_warmup_edge(87, diverge_at=90))
+    with pytest.raises(AssertionError, match="diverged"):
+        check_collapse_warmup(90)
+
+
+@pytest.mark.parametrize("w", [90, 96, np.int64(90), torch.tensor(90)])
+def test_collapse_warmup_passes_inside_the_window(monkeypatch, capsys, w):
+    monkeypatch.setattr(_ch08, "_entropy_after", _fake_warmup_edge(87))
+    check_collapse_warmup(w)
+    assert "the edge lies between" in capsys.readouterr().out
+
+
+def test_collapse_warmup_real_runs(capsys):
+    # the chapter's answer, trained for real: no collapse with 90 warm-up steps, collapse with 80
+    check_collapse_warmup(90)
+    assert "not collapsed" in capsys.readouterr().out
+
+
+def test_collapse_warmup_real_runs_name_a_short_warmup():
+    # the chapter's own 30 steps still collapse at 3e-2 (its sweep shows it for every seed)
+    with pytest.raises(AssertionError, match="still collapses"):
+        check_collapse_warmup(30)
