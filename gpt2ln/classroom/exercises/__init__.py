@@ -24,7 +24,7 @@ from .ch06 import (
     check_smallest_nan_fill,
 )
 from .ch07 import check_lr_limit, check_lr_schedule, check_post_norm_block, check_pre_norm_block
-from .ch08 import check_collapse_lr, check_lr_sensitivity, check_qk_norm_scores
+from .ch08 import check_collapse_lr, check_collapse_warmup, check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_cached_attention, check_embed, check_gpt2_param_count
 from .ch10 import check_center_unembed, check_fold_ln, check_logit_attribution, check_logit_lens
 from .ch11 import check_dyt, check_dyt_backward, check_peri_block, check_scale_embeddings
@@ -36,6 +36,7 @@ __all__ = [
     "check_center_unembed",
     "check_center_writing_weights",
     "check_collapse_lr",
+    "check_collapse_warmup",
     "check_dyt",
     "check_dyt_backward",
     "check_embed",
