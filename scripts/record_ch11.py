@@ -2,19 +2,30 @@
 
     PYTHONPATH=. python scripts/record_ch11.py            # writes gpt2ln/assets/records/ch11_variants.json
     PYTHONPATH=. python scripts/record_ch11.py --workers 1
+    PYTHONPATH=. python scripts/record_ch11.py --only sqrt_d_control   # one experiment, merged
 
 The chapter's live run (150 steps, learning rates 1e-3 to 3e-2) leaves post LN, DeepNorm and
 DyT on the byte-frequency plateau. This record asks whether they leave it with a lower learning
 rate (3e-4) and a run four times as long, and tests the chapter's hypothesis for Peri-LN and
 OLMo 2: that their output norms swamp the small embeddings, so multiplying the embeddings by
-sqrt(d) (Gemma's recipe) should help. For every run it keeps the validation-loss curve and the
-"constant-stream" diagnosis: the RMS of the part of the final normalized stream that is the
-same at every position, and of the part that depends on the token.
+sqrt(d) (Gemma's recipe) should help; pre LN with and without sqrt(d) at the same setting is
+the control. For every run it keeps the validation-loss curve and the "constant-stream"
+diagnosis: the RMS of the part of the final normalized stream that is the same at every
+position, and of the part that depends on the token.
+
+The whole record (30 runs) takes 4 to 20 minutes on 2 CPU cores, depending on load.
+``--only NAME`` (repeatable) reruns only the experiments named and merges their runs into the
+record already on disk, keeping the others' runs; it refuses to merge unless the record's
+model, training settings, seeds and the other experiments' settings are the script's. Each run
+is deterministic on a given machine and float path (one thread, seeded weights and batches), so
+the merged record is the one the whole script writes; only the "seconds" fields, wall-clock
+times, differ from run to run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import time
@@ -23,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 import torch
 
 from gpt2ln import GPT2, GPT2Config, TrainConfig, get_batch, load_tokens, train
-from gpt2ln.lab.records import save_record
+from gpt2ln.lab.records import record_path, save_record
 
 MODEL = dict(vocab_size=256, n_ctx=32, n_embd=64, n_layer=4, n_head=4)  # the live run's model
 TRAIN = dict(
@@ -32,14 +43,17 @@ TRAIN = dict(
 SEEDS = [0, 1, 2]
 # Two experiments: (variants, learning rate, steps). The live run's stuck variants (and pre LN, the
 # reference) four times as long at a rate three times below the live run's lowest; and Peri-LN and
-# OLMo 2 with and without sqrt(d) embeddings, twice as long as the live run, at its rate 3e-3.
+# OLMo 2 with and without sqrt(d) embeddings, twice as long as the live run, at its rate 3e-3, and
+# pre LN (no output norm) with and without them at the same setting.
 EXPERIMENTS = {
     "longer": (["post LN", "DeepNorm", "DyT", "pre LN"], 3e-4, 600),
     "sqrt_d": (["Peri-LN", "Peri-LN, sqrt(d) embeddings", "OLMo 2", "OLMo 2, sqrt(d) embeddings"], 3e-3, 300),
+    "sqrt_d_control": (["pre LN", "pre LN, sqrt(d) embeddings"], 3e-3, 300),  # the control: no output norm
 }
 # name -> (GPT2Config changes, what is changed after the model is built)
 VARIANTS = {
     "pre LN": ({}, None),
+    "pre LN, sqrt(d) embeddings": ({}, "sqrt_d"),
     "post LN": ({"norm_position": "post"}, None),
     "DeepNorm": ({"norm_position": "deepnorm"}, None),
     "DyT": ({"norm": "dyt"}, None),
@@ -120,37 +134,66 @@ def unigram(seed: int) -> float:
     return -torch.stack([log_p[y.long()].mean() for y in targets]).mean().item()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    jobs = [
-        (experiment, name, lr, seed, steps)
-        for experiment, (names, lr, steps) in EXPERIMENTS.items()
-        for name in names
-        for seed in SEEDS
-    ]
-    start = time.perf_counter()
-    runs = []
-    ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-        for i, run in enumerate(pool.map(one_run, jobs), 1):
-            runs.append(run)
-            print(
-                f"[{time.perf_counter() - start:6.0f} s] {i}/{len(jobs)} {run['experiment']}: "
-                f"{run['variant']}, lr {run['lr']:g}, seed {run['seed']}: {run['final']:.3f}",
-                flush=True,
-            )
-    data = {"unigram": {str(s): unigram(s) for s in SEEDS}, "runs": runs}
-    settings = {
+def settings() -> dict:
+    return {
         "model": MODEL,
         "train": TRAIN,
         "experiments": {k: {"variants": v, "lr": lr, "steps": n} for k, (v, lr, n) in EXPERIMENTS.items()},
         "seeds": SEEDS,
         "torch": torch.__version__,
     }
-    path = save_record("ch11_variants", data, script="scripts/record_ch11.py", settings=settings)
-    print(f"wrote {path} ({len(runs)} runs in {time.perf_counter() - start:.0f} s)")
+
+
+def kept_runs(only: list[str]) -> list[dict]:
+    """The runs of the record on disk that --only does not rerun, after checking that the record
+    was made with the script's settings (so that merging gives what the whole script writes)."""
+    old = json.loads(record_path("ch11_variants").read_text(encoding="utf-8"))
+    now = settings()
+    for key in ("model", "train", "seeds"):
+        if old["settings"][key] != now[key]:
+            raise SystemExit(f"--only: the record's {key} {old['settings'][key]} is not the script's")
+    recorded = old["settings"]["experiments"]
+    for name, exp in recorded.items():
+        if name not in only and exp != now["experiments"].get(name):
+            raise SystemExit(f"--only: the record's experiment {name!r} is not the script's; rerun all")
+    missing = [name for name in EXPERIMENTS if name not in only and name not in recorded]
+    if missing:
+        raise SystemExit(f"--only: the record lacks the experiments {missing}; name them too")
+    return [r for r in old["runs"] if r["experiment"] not in only]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--only", action="append", choices=sorted(EXPERIMENTS), help="rerun this experiment only, and merge"
+    )
+    args = parser.parse_args()
+    only = args.only or list(EXPERIMENTS)
+    kept = kept_runs(only) if args.only else []
+    jobs = [
+        (experiment, name, lr, seed, steps)
+        for experiment, (names, lr, steps) in EXPERIMENTS.items()
+        if experiment in only
+        for name in names
+        for seed in SEEDS
+    ]
+    start = time.perf_counter()
+    new = []
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        for i, run in enumerate(pool.map(one_run, jobs), 1):
+            new.append(run)
+            print(
+                f"[{time.perf_counter() - start:6.0f} s] {i}/{len(jobs)} {run['experiment']}: "
+                f"{run['variant']}, lr {run['lr']:g}, seed {run['seed']}: {run['final']:.3f}",
+                flush=True,
+            )
+    order = list(EXPERIMENTS)  # the runs in the order the whole script makes them
+    runs = sorted(kept + new, key=lambda r: order.index(r["experiment"]))
+    data = {"unigram": {str(s): unigram(s) for s in SEEDS}, "runs": runs}
+    path = save_record("ch11_variants", data, script="scripts/record_ch11.py", settings=settings())
+    print(f"wrote {path} ({len(new)} runs made, {len(kept)} kept, in {time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

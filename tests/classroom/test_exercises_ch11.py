@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -197,6 +199,7 @@ DYT_GRAD_MISTAKES = {
     "no_alpha": (dict(dx_alpha=False), "dx: forgot the chain rule's alpha"),
     "no_gain": (dict(dx_w=False), "dx: forgot the gain"),
     "tanh_slope": (dict(dt=lambda t, a, x: t), "dx: used tanh"),
+    "one_minus_tanh": (dict(dt=lambda t, a, x: 1 - t), r"dx: used 1 - tanh\(alpha x\) as tanh's derivative"),
     "no_alpha_inside": (dict(dt=lambda t, a, x: 1 - torch.tanh(x) ** 2), "without alpha inside"),
     "sech": (dict(dt=lambda t, a, x: 1 / torch.cosh(a * x)), "1 / cosh"),
     "dalpha_no_x": (dict(da_x=False), "dalpha: forgot the factor x"),
@@ -220,6 +223,7 @@ DYT_GRAD_HINT_OF = {
     "no_alpha": "dx",
     "no_gain": "dx",
     "tanh_slope": "dx",
+    "one_minus_tanh": "dx",
     "no_alpha_inside": "dx",
     "sech": "dx",
     "dalpha_no_x": "dalpha",
@@ -320,6 +324,8 @@ SCALE_MISTAKES = {
     "by_d": (_hook("drop", lambda d: float(d)), "multiplied by d instead of sqrt"),
     "inverse": (_hook("drop", lambda d: d**-0.5), "divided by sqrt"),
     "logits": (_hook("", lambda d: d**0.5), "scaled the logits"),
+    "unchanged": (lambda model: None, "left the model unchanged"),
+    "hooked_a_copy": (lambda model: right_scale(copy.deepcopy(model)) and None, "left the model unchanged"),
     "ln_f": (_hook("ln_f", lambda d: d**0.5), "scaled the logits \\(or ln_f's output"),
 }
 
@@ -347,3 +353,24 @@ def test_scale_embeddings_weights_and_new_models_are_refused():
         check_scale_embeddings(lambda model: right_scale(GPT2(model.config)))
     with pytest.raises(AssertionError, match="not implemented yet"):
         check_scale_embeddings(lambda model: (_ for _ in ()).throw(NotImplementedError()))
+
+
+def test_dyt_backward_one_minus_tanh_only_in_dalpha_is_named():
+    from gpt2ln.exercises.ch11 import check_dyt_backward
+
+    def slip(x, a, w, g):  # dx right, dalpha with 1 - tanh
+        dx, _, dw, db = right_dyt_backward(x, a, w, g)
+        t = torch.tanh(a * x)
+        return dx, (g * w * x * (1 - t)).sum(), dw, db
+
+    with pytest.raises(AssertionError, match=r"dalpha: used 1 - tanh\(alpha x\) as tanh's derivative"):
+        check_dyt_backward(slip)
+
+
+def test_scale_embeddings_unchanged_model_is_not_called_a_factor_mistake():
+    from gpt2ln.exercises.ch11 import check_scale_embeddings
+
+    with pytest.raises(AssertionError) as err:
+        check_scale_embeddings(lambda model: model)
+    msg = str(err.value)
+    assert "left the model unchanged" in msg and "multiplied by d" not in msg

@@ -275,6 +275,11 @@ def _dyt_grad_mistakes() -> dict[str, list[Mistake]]:
                 pick(0, dt=lambda t, a, x: t),
             ),
             Mistake(
+                "dx: used 1 - tanh(alpha x) as tanh's derivative; it is 1 - tanh(alpha x)**2 (squared)",
+                hint["dx"],
+                pick(0, dt=lambda t, a, x: 1 - t),
+            ),
+            Mistake(
                 "dx: used 1 - tanh(x)**2 without alpha inside the tanh",
                 hint["dx"],
                 pick(0, dt=lambda t, a, x: 1 - torch.tanh(x) ** 2),
@@ -295,6 +300,11 @@ def _dyt_grad_mistakes() -> dict[str, list[Mistake]]:
                 "dalpha: used tanh(alpha x) as its derivative; the derivative is 1 - tanh(alpha x)**2",
                 hint["dalpha"],
                 pick(1, dt=lambda t, a, x: t),
+            ),
+            Mistake(
+                "dalpha: used 1 - tanh(alpha x) as tanh's derivative; it is 1 - tanh(alpha x)**2 (squared)",
+                hint["dalpha"],
+                pick(1, dt=lambda t, a, x: 1 - t),
             ),
         ],
         "dweight": [
@@ -402,8 +412,18 @@ def _scale_mistakes() -> list[Mistake]:
         s = m.config.n_embd**0.5
         m.register_forward_hook(lambda module, args, out: out * s)
 
+    def unchanged(m):  # e.g. hooked a copy of the model, or built a hook and never registered it
+        pass
+
     fix = _SQRT_D
     return [
+        Mistake(
+            "left the model unchanged: its logits are those of the model before your function ran "
+            "(did it change a copy, or create a hook without registering it on the model?)",
+            "change the model it is given, in place: register a forward hook on model.drop (or set "
+            f"an attribute); {_SQRT_D}",
+            unchanged,
+        ),
         Mistake("scaled the token embeddings but not the position embeddings", fix, tokens_only),
         Mistake("scaled the position embeddings only", fix, positions_only),
         Mistake("multiplied by d instead of sqrt(d)", fix, by_d),
