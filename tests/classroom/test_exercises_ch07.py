@@ -96,7 +96,7 @@ def test_each_block_mistake_fails_naming_it(name):
 
 @pytest.mark.parametrize("name", [*BLOCK_MISTAKES, "unexplained"])
 def test_failing_block_check_does_not_hand_over_the_answer(name):
-    # Exercise 7.1 asks for the block: no failure message may print its formula
+    # the learner writes the block: no failure message may print its formula
     fn = BLOCK_MISTAKES[name][0] if name in BLOCK_MISTAKES else (
         lambda x, a, m, l1, l2: 1.01 * right_block(x, a, m, l1, l2))
     with pytest.raises(AssertionError) as info:

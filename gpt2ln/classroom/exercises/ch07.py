@@ -136,7 +136,7 @@ def _pre(x, attn, mlp, ln_1, ln_2):
 
 _POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
 _PRE_FORMULA = "h = x + attn(ln_1(x)); y = h + mlp(ln_2(h))"
-# what a failing post-norm check shows instead of the answer (Exercise 7.1 asks for it)
+# what a failing post-norm check shows instead of the answer (the learner writes the block)
 _POST_HINT = "the post-norm formula at the top of chapter 7 (which norm reads which sum)"
 
 
