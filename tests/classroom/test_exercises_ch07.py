@@ -96,7 +96,7 @@ def test_each_block_mistake_fails_naming_it(name):
 
 @pytest.mark.parametrize("name", [*BLOCK_MISTAKES, "unexplained"])
 def test_failing_block_check_does_not_hand_over_the_answer(name):
-    # Exercise 7.1 asks for the block: no failure message may print its formula
+    # the learner writes the block: no failure message may print its formula
     fn = BLOCK_MISTAKES[name][0] if name in BLOCK_MISTAKES else (
         lambda x, a, m, l1, l2: 1.01 * right_block(x, a, m, l1, l2))
     with pytest.raises(AssertionError) as info:
@@ -317,6 +317,10 @@ LR_MISTAKES = {
         "cosine counted from step 0",
     ),
     "no_clamp": (lambda *a: _schedule(*a, clamp=False), "no clamp after steps"),
+    "decays_to_zero_no_clamp": (
+        lambda *a: _schedule(*a, floor=0.0, clamp=False),
+        "cosine decays to 0 instead of to min_lr, and past `steps` it climbs back up",
+    ),
     "no_warmup_handling": (_no_warmup_handling, "no warm-up handling"),
     "nan_when_no_warmup": (_nan_warmup, "no warm-up handling"),
     "missing_half": (
@@ -421,6 +425,7 @@ def test_lr_limit_right_bracket_passes(capsys):
         (ok(), [fake_run(4e-3, UNIGRAM - 0.2)], "not on the plateau"),
         (ok(pos="pre"), stuck(pos="pre"), "post-norm's limit"),
         (ok(), stuck(init="gpt2"), "model or its init"),
+        (ok(init="gpt2"), stuck(init="gpt2"), "post-norm with Xavier-normal init"),
         (ok(), stuck(warmup_steps=40), "warmup_steps"),
         ([*ok(), fake_run(0.003, UNIGRAM - 0.3)], stuck(), "mixes peak learning rates"),
         (ok(), [fake_run(4e-3, UNIGRAM, diverged=True)], "diverged"),
@@ -444,3 +449,48 @@ def test_train_with_init_records_the_init_and_rejects_unknown_ones():
     assert 0.06 < std < 0.1  # Xavier-normal, 64 -> 256: sqrt(2 / 320) = 0.079, after 2 small steps
     with pytest.raises(ValueError, match="init"):
         train_with_init((job, "kaiming"))
+
+
+# ------------------------------------------------------------------ check_gradient_balance
+from gpt2ln.exercises.ch07 import check_gradient_balance  # noqa: E402
+
+EMB_RMS = math.hypot(0.02, 0.01)  # GPT-2's token (0.02) and position (0.01) embeddings
+
+
+@pytest.mark.parametrize("k", [1 / EMB_RMS, 1 / 0.02, np.float64(45.0), torch.tensor(45.0)])
+def test_gradient_balance_right_k_passes(k, capsys):
+    check_gradient_balance(k)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("✓ check_gradient_balance")
+
+
+@pytest.mark.parametrize(
+    ("k", "words"),
+    [
+        (34.2, "the rms of the stream entering ln_f"),  # 1 / 0.029, the stream ln_f reads at init
+        (1 / 0.03, "added the two standard deviations"),
+        (1 / 0.01, "position embeddings' std (0.01) alone"),
+        (1 / (EMB_RMS * 8), "norm ||x|| equal to 1 instead of its rms"),
+        (EMB_RMS, "k below 1 shrinks the stream"),
+        (1, "k = 1 leaves GPT-2's init as it is"),
+        (20, "k too small"),
+        (70, "k too large"),
+        (float("nan"), "not a positive number"),
+        (-45, "not a positive number"),
+        ("45", "expected a number"),
+        (None, "expected a number"),
+    ],
+)
+def test_gradient_balance_names_the_mistake(k, words):
+    with pytest.raises(AssertionError, match="check_gradient_balance") as info:
+        check_gradient_balance(k)
+    assert words in str(info.value), str(info.value)
+
+
+def test_gradient_balance_leaves_the_random_state_and_threads_alone():
+    threads = torch.get_num_threads()
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    check_gradient_balance(1 / EMB_RMS)
+    assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads

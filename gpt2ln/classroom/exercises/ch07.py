@@ -5,7 +5,10 @@
 ``gpt2ln.Block`` with ``norm_position="post"`` (the original Transformer / GPT-1) or
 ``"pre"`` (GPT-2) on the same random weights, and name the classic mistake a wrong output
 matches. ``check_lr_schedule(fn)`` checks ``fn(step, steps, lr, warmup, min_lr)``, linear
-warm-up then cosine decay, against ``gpt2ln.lab.train.lr_at``.
+warm-up then cosine decay, against ``gpt2ln.lab.train.lr_at``. ``check_gradient_balance(k)``
+measures, at initialization, the pre-norm/post-norm gradient gap with both embedding tables
+multiplied by ``k`` and names the usual mistakes of the prediction. ``check_lr_limit`` checks a
+bracket of post-norm's learning-rate limit found by training.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ._core import (
 )
 
 __all__ = [
+    "check_gradient_balance",
     "check_lr_limit",
     "check_lr_schedule",
     "check_post_norm_block",
@@ -132,7 +136,7 @@ def _pre(x, attn, mlp, ln_1, ln_2):
 
 _POST_FORMULA = "h = ln_1(x + attn(x)); y = ln_2(h + mlp(h))"
 _PRE_FORMULA = "h = x + attn(ln_1(x)); y = h + mlp(ln_2(h))"
-# what a failing post-norm check shows instead of the answer (Exercise 7.1 asks for it)
+# what a failing post-norm check shows instead of the answer (the learner writes the block)
 _POST_HINT = "the post-norm formula at the top of chapter 7 (which norm reads which sum)"
 
 
@@ -393,6 +397,13 @@ def _lr_mistakes() -> list[Mistake]:
             clamp=False,
         ),
         m(
+            "cosine decays to 0 instead of to min_lr, and past `steps` it climbs back up (no clamp)",
+            "decay to the floor, min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress)), "
+            "and return min_lr for step >= steps",
+            floor="zero",
+            clamp=False,
+        ),
+        m(
             "missing the 0.5 factor: (lr - min_lr) * (1 + cos(...)) starts at 2 lr - min_lr",
             "min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress))",
             half=1.0,
@@ -550,7 +561,8 @@ def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: f
     """Check a bracket of post-norm's learning-rate limit: ``ok_runs`` (results of
     ``train_with_init``, one or more seeds) all at one peak rate, every run at least 0.1 nats
     below the ``unigram`` entropy; ``stuck_runs`` all at one higher rate, every run within 0.05
-    of it; the two rates at most a factor 2 apart; nothing else different between the runs."""
+    of it; the two rates at most a factor 2 apart; post-norm with Xavier-normal init
+    (``train_with_init``'s "xavier"); nothing else different between the runs."""
     name = "check_lr_limit"
     groups = {"ok_runs": list(ok_runs), "stuck_runs": list(stuck_runs)}
     for label, runs in groups.items():
@@ -608,6 +620,13 @@ def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: f
                 f"the runs differ in more than the learning rate: {', '.join(diff) or 'the TrainConfig'}",
                 "keep every other setting of the chapter's runs (base.replace(lr=..., seed=...))",
             )
+    if _init_of(first) != "xavier":
+        fail(
+            name,
+            f"the runs use init {_init_of(first)!r}; the exercise brackets the limit of post-norm "
+            "with Xavier-normal init",
+            'build every run with job("post", "xavier", lr, 0, seed)',
+        )
     for label, runs_ in groups.items():
         lrs = {run.job.cfg.lr for run in runs_}
         if len(lrs) > 1:
@@ -625,8 +644,8 @@ def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: f
             fail(
                 name,
                 f"at {lr_ok:g} a run ends only {gap:.3f} nats below the unigram entropy "
-                f"({_describe(run)}): it has not left the plateau",
-                "the limit is below this rate: try a lower one",
+                f"({_describe(run)}): it has not left the plateau.\n  Next: the limit is below this "
+                "rate; try a lower one",
             )
     for run in groups["stuck_runs"]:
         gap = unigram - _final(run)
@@ -634,19 +653,180 @@ def check_lr_limit(ok_runs: Sequence[Any], stuck_runs: Sequence[Any], unigram: f
             fail(
                 name,
                 f"at {lr_stuck:g} a run ends {gap:.3f} nats below the unigram entropy ({_describe(run)}): "
-                "it is not on the plateau",
-                "the limit is above this rate: try a higher one",
+                "it is not on the plateau.\n  Next: the limit is above this rate; try a higher one",
             )
     if lr_stuck / lr_ok > 2 + 1e-9:
         fail(
             name,
-            f"the bracket {lr_ok:g} to {lr_stuck:g} is {lr_stuck / lr_ok:.1f} times wide, wider than 2",
-            f"try the geometric mean, {math.sqrt(lr_ok * lr_stuck):.2g}, and keep the half that "
-            "brackets the limit",
+            f"the bracket {lr_ok:g} to {lr_stuck:g} is {lr_stuck / lr_ok:.1f} times wide, wider than 2."
+            f"\n  Next: try the geometric mean, {math.sqrt(lr_ok * lr_stuck):.2g}, and keep the half "
+            "that brackets the limit",
         )
     seeds = sorted({run.job.cfg.seed for run in runs})
     passed(
         name,
         f"post-norm (init {_init_of(first)!r}) leaves the plateau at {lr_ok:g} and stays on it at "
         f"{lr_stuck:g}, seeds {seeds}",
+    )
+
+
+# ------------------------------------------------------------ the gradients at init, balanced
+_BALANCE_MODEL = dict(vocab_size=256, n_ctx=64, n_embd=64, n_head=4, n_layer=6)
+_BALANCE_SEEDS = (0, 1, 2)
+_BALANCE_BAND = (0.8, 1.25)  # the gap counts as 1 inside this band, every seed
+_WTE_STD, _WPE_STD = 0.02, 0.01  # GPT-2's init of the token and position embeddings
+
+
+def _balance_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """The chapter's batch: 16 windows of 64 bytes of the training text, drawn with seed 0."""
+    from ...lab.data import get_batch, load_tokens
+
+    return get_batch(load_tokens("train"), 16, 64, torch.Generator().manual_seed(0))
+
+
+def _balance_model(position: str, seed: int, k: float) -> nn.Module:
+    """A fresh 6-layer byte-level GPT-2 (width 64) with both embedding tables multiplied by k."""
+    from ...model.gpt2 import GPT2
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = GPT2(GPT2Config(norm_position=position, **_BALANCE_MODEL))
+    with torch.no_grad():
+        model.wte.weight.mul_(k)
+        model.wpe.weight.mul_(k)
+    return model
+
+
+def _block_grad_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+    """``[n_layer, 2]``: the gradient norm of each block's attention and MLP weights."""
+    logits = model(xb)
+    F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1)).backward()
+
+    def norm(*linears: nn.Module) -> torch.Tensor:
+        return torch.sqrt(sum(lin.weight.grad.square().sum() for lin in linears))
+
+    return torch.stack(
+        [torch.stack([norm(b.attn.c_attn, b.attn.c_proj), norm(b.mlp.c_fc, b.mlp.c_proj)]) for b in model.h]
+    )
+
+
+class _OneThread:
+    """Run the tiny models on one thread (they run fastest so), then restore the thread count."""
+
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.threads)
+
+
+def _balance_gaps(k: float) -> list[float]:
+    """Per seed: pre-norm's / post-norm's block gradient norm, mean over the blocks and sub-layers."""
+    xb, yb = _balance_batch()
+    gaps = []
+    with _OneThread():
+        for seed in _BALANCE_SEEDS:
+            pre, post = (_block_grad_norms(_balance_model(p, seed, k), xb, yb) for p in ("pre", "post"))
+            gaps.append((pre / post).mean().item())
+    return gaps
+
+
+def _stream_rms_at_ln_f() -> float:
+    """The rms of a fresh pre-norm model's stream entering ln_f (GPT-2's init), mean over the seeds."""
+    xb, _ = _balance_batch()
+    values = []
+    with _OneThread(), torch.no_grad():
+        for seed in _BALANCE_SEEDS:
+            _, cache = _balance_model("pre", seed, 1.0).run_with_cache(xb)
+            values.append(cache[f"resid_pre.{_BALANCE_MODEL['n_layer']}"].pow(2).mean().sqrt().item())
+    return sum(values) / len(values)
+
+
+def check_gradient_balance(k: Any) -> None:
+    """Check ``k``, the factor on both embedding tables (``wte``, ``wpe``) of fresh pre-norm and
+    post-norm GPT-2s at which their blocks' gradients are equal.
+
+    Measures 6-layer byte-level models (width 64, GPT-2's init otherwise) on seeds 0, 1, 2 and
+    the chapter's batch: the mean over the blocks of pre-norm's / post-norm's gradient norm must
+    lie between 0.8 and 1.25 in every seed. The right ``k`` makes the embeddings' rms,
+    ``sqrt(0.02**2 + 0.01**2)`` = 0.022, about 1, as large as the stream every post-norm norm reads
+    (k near 45). A wrong ``k`` names the mistake it matches: 1 / the rms of the stream entering
+    ``ln_f`` (which holds what the blocks add, not scaled by k), the two stds added, the position
+    embedding's std alone, the norm ``||x||`` made 1 instead of the rms, a k below 1 or equal to 1.
+    """
+    check = "check_gradient_balance"
+    not_number = (f"k is {type(k).__name__}, expected a number", "set k = <the factor on both tables>")
+    if k is None or isinstance(k, (bool, str)) or (hasattr(k, "shape") and math.prod(k.shape) != 1):
+        fail(check, *not_number)
+    try:
+        k = float(k.reshape(()) if hasattr(k, "shape") else k)
+    except (TypeError, ValueError):
+        fail(check, *not_number)
+    if not math.isfinite(k) or k <= 0:
+        fail(check, f"k = {k!r} is not a positive number", "k multiplies the embeddings: a factor above 0")
+    gaps = _balance_gaps(k)
+    lo, hi = min(gaps), max(gaps)
+    measured = f"{lo:.2f} to {hi:.2f}" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:.2f}"
+    if all(_BALANCE_BAND[0] <= g <= _BALANCE_BAND[1] for g in gaps):
+        passed(
+            check,
+            f"with both embedding tables times k = {k:.3g}, pre-norm's block gradients are {measured} "
+            "times post-norm's (6 layers, seeds 0, 1, 2): every norm now reads a stream of rms about 1",
+        )
+        return
+    emb_rms = math.hypot(_WTE_STD, _WPE_STD)
+    d = _BALANCE_MODEL["n_embd"]
+    what = f"with k = {k:.3g}, pre-norm's block gradients are {measured} times post-norm's (want about 1)"
+    if abs(k - 1) < 1e-9:
+        fail(
+            check,
+            what,
+            "k = 1 leaves GPT-2's init as it is (the chapter's gap): find the factor that brings the "
+            "stream the norms read to rms 1",
+        )
+    if k < 1:
+        fail(
+            check,
+            what,
+            f"k below 1 shrinks the stream, and ln_f multiplies the gradient by 1 / (its rms): k should "
+            f"bring the embeddings' rms ({emb_rms:.3f}) up to about 1, so k = 1 / rms, not the rms",
+        )
+    named = [
+        (
+            1 / _stream_rms_at_ln_f(),
+            "k = 1 / (the rms of the stream entering ln_f): that stream is the embeddings plus what the "
+            f"blocks add, and k scales only the embeddings, whose rms is sqrt(0.02² + 0.01²) = {emb_rms:.4f}",
+        ),
+        (
+            1 / (_WTE_STD + _WPE_STD),
+            "added the two standard deviations, 0.02 + 0.01: independent parts add in squares, so the "
+            f"embeddings' rms is sqrt(0.02² + 0.01²) = {emb_rms:.4f}",
+        ),
+        (
+            1 / _WPE_STD,
+            "used the position embeddings' std (0.01) alone: the stream starts as token plus position "
+            f"embedding, rms sqrt(0.02² + 0.01²) = {emb_rms:.4f}",
+        ),
+        (
+            1 / (emb_rms * math.sqrt(d)),
+            f"made the stream's norm ||x|| equal to 1 instead of its rms: a LayerNorm divides by the rms, "
+            f"||x|| / sqrt(d), with d = {d} here",
+        ),
+    ]
+    value, label = min(named, key=lambda m: abs(math.log(k / m[0])))
+    if abs(math.log(k / value)) < 0.05:
+        fail(check, what, label)
+    if hi > _BALANCE_BAND[1]:
+        fail(
+            check,
+            what,
+            f"k too small: the norms of pre-norm still read a stream of rms below 1 (the embeddings' rms is "
+            f"{emb_rms:.4f} × k), and each multiplies the gradient by 1 / rms",
+        )
+    fail(
+        check,
+        what,
+        f"k too large: now post-norm's gradients are the larger, because pre-norm's stream has rms above 1 "
+        f"(the embeddings' rms is {emb_rms:.4f} × k)",
     )
