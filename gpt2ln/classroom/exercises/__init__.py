@@ -23,7 +23,13 @@ from .ch06 import (
     check_saturating_std,
     check_smallest_nan_fill,
 )
-from .ch07 import check_lr_limit, check_lr_schedule, check_post_norm_block, check_pre_norm_block
+from .ch07 import (
+    check_gradient_balance,
+    check_lr_limit,
+    check_lr_schedule,
+    check_post_norm_block,
+    check_pre_norm_block,
+)
 from .ch08 import check_collapse_lr, check_collapse_warmup, check_lr_sensitivity, check_qk_norm_scores
 from .ch09 import check_cached_attention, check_embed, check_gpt2_param_count
 from .ch10 import check_center_unembed, check_fold_ln, check_logit_attribution, check_logit_lens
@@ -43,6 +49,7 @@ __all__ = [
     "check_fold_ln",
     "check_gelu",
     "check_gpt2_param_count",
+    "check_gradient_balance",
     "check_invariance",
     "check_layer_norm",
     "check_layer_norm_backward",
