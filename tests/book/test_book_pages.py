@@ -257,9 +257,9 @@ def test_instructors_page_states_the_recorded_autograde_times():
     plain = {ch: t for ch, t in record["chapters"].items() if ch not in TRAINING_CHAPTERS}
     training = {ch: record["chapters"][ch] for ch in TRAINING_CHAPTERS}
 
-    def span(times: dict, key: str) -> str:
+    def span(times: dict, key: str, fmt: str = ".0f") -> str:
         values = [t[key] for t in times.values()]
-        return span_of(min(values), max(values), ".0f")
+        return span_of(min(values), max(values), fmt)
 
     text = _prose("instructors.md")
     version = record["nbgrader"]
@@ -271,8 +271,12 @@ def test_instructors_page_states_the_recorded_autograde_times():
     plain_chapters = "chapters 1 to 6, 9 and 10"
     assert f"The wall-clock time was {span(plain, 'wall_s')} s per chapter for {plain_chapters}" in checked
     assert f"and {span(training, 'wall_s')} s for chapters 7, 8 and 11" in checked
-    assert f"(1-minute load averages of {span(plain, 'load1')}, and of {span(training, 'load1')})" in checked
-    assert all(t["cpu_s"] < t["wall_s"] / 3 for t in plain.values())  # "the CPU time much less"
+    loads = (span(plain, "load1", ".1f"), span(training, "load1", ".1f"))
+    assert f"(1-minute load averages of {loads[0]}, and of {loads[1]})" in checked
+    if "with little else running" in checked:  # a quiet machine: say so only when it was
+        assert max(t["load1"] for t in record["chapters"].values()) < 3
+    if "their CPU time exceeds their wall-clock time" in checked:  # both cores, in every training chapter
+        assert all(t["cpu_s"] > t["wall_s"] for t in training.values())
 
 
 def test_checked_page_states_the_small_models_rerun_check():
