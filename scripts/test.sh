@@ -90,4 +90,4 @@ bash scripts/build_book.sh --no-setup  # every notebook at the newest versions, 
 # The built site in Chromium, offline: every page loads with no error and no request to
 # a CDN, math renders, links resolve; they skip (one line says why) where there is no
 # Chromium, but never in CI (CI set). Screenshots land in _build/screenshots/.
-stage "browser tests of the built site, offline" bash scripts/offline.sh python -m pytest -p no:cacheprovider -rs tests/browser
+stage "browser tests of the built site, offline" bash scripts/offline.sh python -m pytest -p no:cacheprovider -n 2 --dist loadfile -rs tests/browser

@@ -60,6 +60,17 @@ def context(browser):
         ctx.close()
 
 
+def pytest_runtest_logreport(report):
+    """Collect test_reader_view.py's lines in the process that prints the summary (xdist's
+    controller, or the only process)."""
+    from readerview import REPORT, REPORT_PROPERTY
+
+    if report.when == "call":
+        for name, value in report.user_properties:
+            if name == REPORT_PROPERTY:
+                REPORT.extend(value)
+
+
 def pytest_terminal_summary(terminalreporter):
     """The per-chapter counts of test_reader_view.py (what a reader sees on each chapter page)."""
     from readerview import REPORT

@@ -200,6 +200,8 @@ def site_pages(site: Path) -> list[str]:
 
 #: lines for the end of the test run (conftest.py prints them): the counts of every chapter
 REPORT: list[str] = []
+#: the user property under which test_reader_view.py hands its lines to the summary
+REPORT_PROPERTY = "reader_view_report"
 
 
 def main(argv: list[str]) -> int:
