@@ -34,7 +34,7 @@ import torch
 from ..model.config import GPT2Config
 from ..model.gpt2 import GPT2
 from ..model.norms import LayerNorm
-from .train import TrainConfig, TrainHistory, train
+from .train import TrainConfig, TrainHistory, get_device, train
 
 SEED_ENV = "GPT2LN_SEED"
 
@@ -142,17 +142,29 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _on_accelerator(job: Any) -> bool:
+    """Whether ``job`` (a ``TrainJob``, or a tuple or list holding one) trains off the CPU."""
+    if isinstance(job, (tuple, list)):
+        return any(_on_accelerator(part) for part in job)
+    cfg = getattr(job, "cfg", None)
+    if not isinstance(cfg, TrainConfig):
+        return False
+    device = torch.device(cfg.device) if cfg.device is not None else get_device()  # None: train()'s pick
+    return device.type != "cpu"
+
+
 def run_jobs(fn: Callable[[Any], Any], jobs: Iterable[Any], workers: int | None = None) -> list[Any]:
     """``[fn(job) for job in jobs]``, computed on ``workers`` spawned processes of one thread each.
 
     fn must be importable by name (a module's top-level function, not one defined in a
-    notebook), and jobs and results picklable. ``workers=None``: one per CPU core;
-    ``workers=1`` runs everything here, in this process, with its thread settings (use it
-    on a GPU). The results come back in the order of the jobs.
+    notebook), and jobs and results picklable. ``workers=None``: one per CPU core, or 1 when a
+    job trains on a GPU (a ``TrainJob`` whose ``cfg.device`` is not the CPU, alone or in a tuple);
+    ``workers=1`` runs everything here, in this process, with its thread settings. The results
+    come back in the order of the jobs.
     """
     jobs = list(jobs)
     if workers is None:
-        workers = default_workers()
+        workers = 1 if any(_on_accelerator(job) for job in jobs) else default_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"run_jobs: expected workers to be a positive integer or None, got {workers!r}")
     if getattr(fn, "__module__", "__main__") == "__main__" and workers > 1:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt2ln.exercises import check_lr_schedule, check_post_norm_block, check_pre_norm_block
+from gpt2ln.exercises import check_lnf_factor, check_lr_schedule, check_post_norm_block, check_pre_norm_block
 
 
 # ------------------------------------------------------------------------ check_post_norm_block
@@ -494,3 +494,64 @@ def test_gradient_balance_leaves_the_random_state_and_threads_alone():
     torch.manual_seed(0)
     check_gradient_balance(1 / EMB_RMS)
     assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
+
+
+# ----------------------------------------------------------------------------- check_lnf_factor
+@pytest.fixture(scope="module")
+def lnf_predictions():
+    """The right answers from the formula, not from the check: sqrt(d / ||x_48||^2), with ||x_48||^2 the
+    mean over the chapter's tokens of the stream entering ln_f in fresh 48-layer pre-norm models."""
+    from gpt2ln import GPT2, GPT2Config, get_batch, load_tokens
+
+    xb, _ = get_batch(load_tokens("train"), 16, 64, torch.Generator().manual_seed(0))
+    xb = xb[:4]  # the check measures the first 4 windows of the chapter's batch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: fastest on one thread
+    out = {}
+    for scaled in (True, False):
+        sq = []
+        for seed in (0, 1, 2):
+            torch.manual_seed(seed)
+            cfg = GPT2Config(
+                vocab_size=256, n_ctx=64, n_embd=64, n_head=4, n_layer=48, scale_resid_init=scaled
+            )
+            with torch.no_grad():
+                _, cache = GPT2(cfg).run_with_cache(xb)
+            sq.append(cache["resid_pre.48"].pow(2).sum(-1).mean().item())
+        out[scaled] = math.sqrt(64 / (sum(sq) / len(sq)))
+    torch.set_num_threads(threads)
+    return out
+
+
+def test_lnf_factor_right_predictions_pass(lnf_predictions, capsys):
+    check_lnf_factor(lnf_predictions[True], lnf_predictions[False])
+    out = capsys.readouterr().out
+    assert out.startswith("✓ check_lnf_factor") and "48 layers" in out
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("embeddings_alone", "leaves out what the blocks add"),
+        ("swapped", "the two are swapped"),
+        ("rms_not_inverse", "a factor below 1 is the stream's rms"),
+        ("six_layer_unscaled", "grows like 2L"),
+    ],
+)
+def test_lnf_factor_mistakes_are_named(lnf_predictions, case, words):
+    s, u = lnf_predictions[True], lnf_predictions[False]
+    args = {
+        "embeddings_alone": (1 / math.hypot(0.02, 0.01), 1 / math.hypot(0.02, 0.01)),
+        "swapped": (u, s),
+        "rms_not_inverse": (1 / s, 1 / u),
+        "six_layer_unscaled": (s, s),
+    }[case]
+    with pytest.raises(AssertionError, match="check_lnf_factor") as info:
+        check_lnf_factor(*args)
+    assert words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("bad", [None, "34", True, -3.0, float("nan"), torch.ones(2)])
+def test_lnf_factor_rejects_what_is_not_a_positive_number(bad):
+    with pytest.raises(AssertionError, match="check_lnf_factor: scaled"):
+        check_lnf_factor(bad, 5.0)

@@ -53,6 +53,29 @@ def test_run_jobs_keeps_the_order_in_process_and_on_workers():
         close_pool()
 
 
+def test_run_jobs_runs_gpu_training_jobs_in_this_process_by_default(monkeypatch):
+    """workers=None: jobs that train on a GPU (alone or in a tuple) run here, one after another; the
+    others on one worker per core."""
+    from gpt2ln.lab import seeds
+
+    seen = []
+    monkeypatch.setattr(seeds, "default_workers", lambda: 2)
+
+    def no_pool(workers):
+        seen.append(workers)
+        raise RuntimeError("pool")
+
+    monkeypatch.setattr(seeds, "_get_pool", no_pool)
+    gpu = TrainJob(CFG, TCFG.replace(device="cuda"))
+    assert seeds._on_accelerator(gpu) and seeds._on_accelerator((gpu, "xavier"))
+    assert not seeds._on_accelerator(TrainJob(CFG, TCFG.replace(device="cpu")))
+    assert not seeds._on_accelerator(3)
+    assert run_jobs(repr, [(gpu, 1), (gpu, 2)]) == [repr((gpu, 1)), repr((gpu, 2))]  # in process
+    with pytest.raises(RuntimeError, match="pool"):  # CPU jobs: a pool of default_workers()
+        run_jobs(math.factorial, [1, 2])
+    assert seen == [2]
+
+
 def test_run_jobs_rejects_a_function_workers_cannot_import():
     def local(x):
         return x

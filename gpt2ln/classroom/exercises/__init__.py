@@ -25,6 +25,7 @@ from .ch06 import (
 )
 from .ch07 import (
     check_gradient_balance,
+    check_lnf_factor,
     check_lr_limit,
     check_lr_schedule,
     check_post_norm_block,
@@ -55,6 +56,7 @@ __all__ = [
     "check_layer_norm_backward",
     "check_layernorm_param_count",
     "check_ln_jacobian",
+    "check_lnf_factor",
     "check_logit_attribution",
     "check_logit_lens",
     "check_lr_limit",

@@ -14,6 +14,7 @@ bracket of post-norm's learning-rate limit found by training.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from ._core import (
 
 __all__ = [
     "check_gradient_balance",
+    "check_lnf_factor",
     "check_lr_limit",
     "check_lr_schedule",
     "check_post_norm_block",
@@ -95,7 +97,12 @@ def _block_cases(position: str = "post") -> list[_BlockCase]:
 
 
 def _check_block(
-    check: str, fn: Callable[..., Any], position: str, mistakes: Sequence[Mistake], formula: str, extra=(),
+    check: str,
+    fn: Callable[..., Any],
+    position: str,
+    mistakes: Sequence[Mistake],
+    formula: str,
+    extra=(),
     hint: str | None = None,
 ) -> None:
     """Run fn(x, *sub-layers) on each block case and compare with ``Block(norm_position=position)``."""
@@ -119,8 +126,17 @@ def _check_block(
                 "a block maps [B, T, d] to [B, T, d]: no indexing or reduction at the end",
             )
         ref = f"your output differs from the {position}-norm block"
-        compare(check, f"on {case.what}", out, truth, case.tol, mistakes, args, formula=hint or formula,
-                differs=ref)
+        compare(
+            check,
+            f"on {case.what}",
+            out,
+            truth,
+            case.tol,
+            mistakes,
+            args,
+            formula=hint or formula,
+            differs=ref,
+        )
     passed(check, f"matches gpt2ln.Block(norm_position={position!r}), {formula}, on 2 inputs")
 
 
@@ -830,3 +846,139 @@ def check_gradient_balance(k: Any) -> None:
         f"k too large: now post-norm's gradients are the larger, because pre-norm's stream has rms above 1 "
         f"(the embeddings' rms is {emb_rms:.4f} × k)",
     )
+
+
+# ------------------------------------------------------------------- ln_f's factor at depth
+_DEEP_LAYERS = 48
+_FACTOR_TOL = 0.15  # a prediction within 15 % of the measured factor (mean over the seeds) passes
+
+
+@functools.lru_cache(maxsize=2)  # the same fresh models every call: measure them once
+def _lnf_factors(scaled: bool) -> tuple[float, ...]:
+    """Per seed: ln_f's gradient factor (gradient norm into ln_f / out of it) in a fresh 48-layer
+    pre-norm model of width 64, with or without GPT-2's 0.02/sqrt(2L) init of the ``c_proj``."""
+    from ...model.gpt2 import GPT2
+
+    xb, yb = (t[:4] for t in _balance_batch())  # the chapter's first 4 windows: 256 bytes
+    cfg = GPT2Config(
+        norm_position="pre", scale_resid_init=scaled, **{**_BALANCE_MODEL, "n_layer": _DEEP_LAYERS}
+    )
+    factors = []
+    with _OneThread():
+        for seed in _BALANCE_SEEDS:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = GPT2(cfg)
+            logits, cache = model.run_with_cache(xb)
+            into, out = cache[f"resid_pre.{_DEEP_LAYERS}"], cache["ln_f.out"]
+            into.retain_grad()
+            out.retain_grad()
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1)).backward()
+            factors.append((into.grad.norm() / out.grad.norm()).item())
+    return tuple(factors)
+
+
+def _as_prediction(check: str, name: str, value: Any) -> float:
+    """A positive finite number, or a failure that says what was expected."""
+    wrong = (f"{name} is {type(value).__name__}, expected a number", f"set {name} = <your predicted factor>")
+    if (
+        value is None
+        or isinstance(value, (bool, str))
+        or (hasattr(value, "shape") and math.prod(value.shape) != 1)
+    ):
+        fail(check, *wrong)
+    try:
+        value = float(value.reshape(()) if hasattr(value, "shape") else value)
+    except (TypeError, ValueError):
+        fail(check, *wrong)
+    if not math.isfinite(value) or value <= 0:
+        fail(
+            check,
+            f"{name} = {value!r} is not a positive number",
+            "a gradient factor is a ratio of norms, above 0",
+        )
+    return value
+
+
+def check_lnf_factor(scaled: Any, unscaled: Any) -> None:
+    """Check predictions of ``ln_f``'s gradient factor in fresh 48-layer pre-norm GPT-2s.
+
+    ``scaled``: with GPT-2's ``0.02/sqrt(2L)`` init of each ``c_proj``; ``unscaled``: with 0.02.
+    Measures byte-level models of width 64 (4 heads) on seeds 0, 1, 2 and the chapter's first 4 windows:
+    the gradient norm entering ``ln_f`` over the one leaving it, mean over the seeds. Each
+    prediction must be within 15 %. The factor is 1 / (rms of the stream ``ln_f`` reads),
+    ``sqrt(d / ||x_48||^2)``, with ``||x_48||^2`` the embeddings' ``d (0.02^2 + 0.01^2)`` plus
+    the growth the blocks add (the chapter's depth table). A wrong prediction names the mistake
+    it matches: the embeddings alone (no growth), the 6-layer value for the unscaled model, the
+    two swapped, the rms instead of 1 / rms, no square root.
+    """
+    check = "check_lnf_factor"
+    predicted = {
+        "scaled": _as_prediction(check, "scaled", scaled),
+        "unscaled": _as_prediction(check, "unscaled", unscaled),
+    }
+    measured = {name: _lnf_factors(name == "scaled") for name in predicted}
+    mean = {name: sum(v) / len(v) for name, v in measured.items()}
+    off = {name: abs(predicted[name] / mean[name] - 1) for name in predicted}
+    if max(off.values()) <= _FACTOR_TOL:
+        passed(
+            check,
+            f"ln_f multiplies the gradient by {mean['scaled']:.1f} with the scaled init and by "
+            f"{mean['unscaled']:.1f} without (48 layers, seeds 0, 1, 2); you predicted "
+            f"{predicted['scaled']:.3g} and {predicted['unscaled']:.3g}",
+        )
+        return
+    d = _BALANCE_MODEL["n_embd"]
+    emb = 1 / math.hypot(_WTE_STD, _WPE_STD)  # 1 / rms of the embeddings alone, about 45
+    what = "; ".join(
+        f"{name}: you predicted {predicted[name]:.3g}, measured {span_text(measured[name])}"
+        for name in predicted
+    )
+    # the usual wrong predictions, checked against what the learner wrote
+    close = {name: (lambda v, name=name: abs(math.log(predicted[name] / v)) < 0.1) for name in predicted}
+    if close["scaled"](mean["unscaled"]) and close["unscaled"](mean["scaled"]):
+        fail(
+            check,
+            what,
+            "the two are swapped: without the scaled init the stream grows more, so ln_f "
+            "reads a larger stream and its factor, 1 / rms, is the smaller one",
+        )
+    if any(close[name](emb) for name in predicted):
+        fail(
+            check,
+            what,
+            f"1 / (the embeddings' rms) = {emb:.0f} leaves out what the blocks add: ln_f reads the "
+            "embeddings plus the growth in the chapter's depth table, ||x_48||² = d·(0.02² + 0.01²) + growth",
+        )
+    if any(predicted[name] < 1 for name in predicted):
+        fail(
+            check,
+            what,
+            "a factor below 1 is the stream's rms, not 1 / rms: a norm multiplies the gradient "
+            "by 1 / (the rms of what it reads)",
+        )
+    if any(close[name](mean[name] ** 2) for name in predicted):
+        fail(
+            check,
+            what,
+            f"no square root: the rms is sqrt(||x||² / d), so the factor is sqrt({d} / ||x_48||²)",
+        )
+    if off["unscaled"] > _FACTOR_TOL and close["unscaled"](mean["scaled"]):
+        fail(
+            check,
+            what,
+            "without the scaled init the growth is not the same at every depth: it grows like "
+            "2L (Figure 7.3), so at 48 layers the stream is larger and ln_f's factor smaller",
+        )
+    fail(
+        check,
+        what,
+        "ln_f's factor is 1 / rms = sqrt(d / ||x_48||²); ||x_48||² is d·(0.02² + 0.01²) plus the "
+        "growth printed in the depth table for L = 48, scaled or not",
+    )
+
+
+def span_text(values: Sequence[float]) -> str:
+    """``lo to hi`` over the seeds, one decimal (one number when both print the same)."""
+    lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
+    return lo if lo == hi else f"{lo} to {hi}"
