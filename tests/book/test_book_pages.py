@@ -380,3 +380,22 @@ def test_checked_page_states_the_kernel_switches_of_the_package():
     read.discard("GPT2LN_COMMON_H")  # a C include guard, not a variable
     named = set(re.findall(r"`(GPT2LN_[A-Z_]+)", text))
     assert named == read, (named, read)
+
+
+def test_each_chapter_that_renders_a_record_names_the_script_that_rebuilds_it():
+    """Issue 27: a committed record is rebuilt by a script in the repository, named on the page that
+    renders it (in the chapter's text, not only in its code)."""
+    root = Path(__file__).resolve().parents[2]
+    records = root / "gpt2ln" / "assets" / "records"
+    found = 0
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        for name in re.findall(r'load_record\("(\w+)"\)', code):
+            found += 1
+            script = json.loads((records / f"{name}.json").read_text(encoding="utf-8"))["script"]
+            assert (root / script).is_file(), f"{name}: its script {script} is not in the repository"
+            named = f"`{script}`" in text
+            assert named, f"{path.name} renders the record {name}; its text does not name {script}"
+    assert found >= 2, "expected the records of chapters 7 and 11"
