@@ -772,15 +772,9 @@ def check_gradient_balance(k: Any) -> None:
     embedding's std alone, the norm ``||x||`` made 1 instead of the rms, a k below 1 or equal to 1.
     """
     check = "check_gradient_balance"
-    not_number = (f"k is {type(k).__name__}, expected a number", "set k = <the factor on both tables>")
-    if k is None or isinstance(k, (bool, str)) or (hasattr(k, "shape") and math.prod(k.shape) != 1):
-        fail(check, *not_number)
-    try:
-        k = float(k.reshape(()) if hasattr(k, "shape") else k)
-    except (TypeError, ValueError):
-        fail(check, *not_number)
-    if not math.isfinite(k) or k <= 0:
-        fail(check, f"k = {k!r} is not a positive number", "k multiplies the embeddings: a factor above 0")
+    k = _positive_number(
+        check, "k", k, "the factor on both tables", "k multiplies the embeddings: a factor above 0"
+    )
     gaps = _balance_gaps(k)
     lo, hi = min(gaps), max(gaps)
     measured = f"{lo:.2f} to {hi:.2f}" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:.2f}"
@@ -878,9 +872,10 @@ def _lnf_factors(scaled: bool) -> tuple[float, ...]:
     return tuple(factors)
 
 
-def _as_prediction(check: str, name: str, value: Any) -> float:
-    """A positive finite number, or a failure that says what was expected."""
-    wrong = (f"{name} is {type(value).__name__}, expected a number", f"set {name} = <your predicted factor>")
+def _positive_number(check: str, name: str, value: Any, what: str, why: str) -> float:
+    """``value`` as a positive finite float, or a failure saying what was expected (``what``: what
+    the learner sets ``name`` to; ``why``: why it must be above 0)."""
+    wrong = (f"{name} is {type(value).__name__}, expected a number", f"set {name} = <{what}>")
     if (
         value is None
         or isinstance(value, (bool, str))
@@ -892,11 +887,7 @@ def _as_prediction(check: str, name: str, value: Any) -> float:
     except (TypeError, ValueError):
         fail(check, *wrong)
     if not math.isfinite(value) or value <= 0:
-        fail(
-            check,
-            f"{name} = {value!r} is not a positive number",
-            "a gradient factor is a ratio of norms, above 0",
-        )
+        fail(check, f"{name} = {value!r} is not a positive number", why)
     return value
 
 
@@ -913,9 +904,10 @@ def check_lnf_factor(scaled: Any, unscaled: Any) -> None:
     two swapped, the rms instead of 1 / rms, no square root.
     """
     check = "check_lnf_factor"
+    why = "a gradient factor is a ratio of norms, above 0"
     predicted = {
-        "scaled": _as_prediction(check, "scaled", scaled),
-        "unscaled": _as_prediction(check, "unscaled", unscaled),
+        name: _positive_number(check, name, value, "your predicted factor", why)
+        for name, value in (("scaled", scaled), ("unscaled", unscaled))
     }
     measured = {name: _lnf_factors(name == "scaled") for name in predicted}
     mean = {name: sum(v) / len(v) for name, v in measured.items()}
