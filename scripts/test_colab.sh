@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Colab path, tested: build the gpt2ln wheel, make .venv-colab hold only what Colab
 # preinstalls (tests/colab/colab-preinstalled.txt, at Colab's versions) plus the test
-# harness (nbval), then run each notebook alone in an empty folder, offline, under nbval:
+# harness (nbval), then run each notebook alone in an empty folder and its own copy of that
+# venv, offline, under nbval, two at a time:
 # its first cell installs the wheel as it installs gpt2ln from GitHub on Colab.
 # Called by scripts/test.sh; runs on its own too, after scripts/setup.sh.
 # .venv-colab is restored from the venv cache (scripts/venv_cache.sh) when its stamp is cached.
@@ -48,6 +49,9 @@ git ls-files -z -co --exclude-standard | tar -c --null -T - | tar -x -C "$work/s
 wheel=$(ls "$work"/wheels/gpt2ln-*.whl)
 echo "test_colab: built $(basename "$wheel"); set-up took $(( $(date +%s) - start )) s"
 
+# Two notebooks at a time, each in its own copy of $venv (the test's own_venv fixture), taken
+# by whichever worker is free (worksteal: chapters 7 and 11 take ten times the others).
 stage "colab: each notebook alone, from the wheel, offline" env GPT2LN_COLAB_PYTHON="$PWD/$venv/bin/python" \
-  GPT2LN_COLAB_WHEEL="$wheel" bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 tests/colab
+  GPT2LN_COLAB_WHEEL="$wheel" bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 \
+  -n 2 --dist worksteal tests/colab
 echo "test_colab: the Colab path took $(( $(date +%s) - start )) s in all"

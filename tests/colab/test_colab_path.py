@@ -7,6 +7,9 @@ GPT2LN_COLAB_PYTHON and GPT2LN_COLAB_WHEEL. The first cell reads the pip spec fr
 GPT2LN_PIP_SPEC, which points it at the wheel instead of GitHub; pip runs with no index, so
 the install must be satisfied by what Colab already has. Without those variables (the unit
 test run) this module skips.
+
+Each notebook runs in a copy of .venv-colab of its own (hard links: a second or two), so no run
+sees what another installed, and two runs can go at once (scripts/test_colab.sh runs two).
 """
 
 from __future__ import annotations
@@ -51,12 +54,32 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed() -> dict[str, str]:
-    """{normalized name: version} of every distribution in .venv-colab."""
+def installed(py: str | Path = PY) -> dict[str, str]:
+    """{normalized name: version} of every distribution in the venv of ``py`` (.venv-colab by default)."""
     code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version " \
            "for d in m.distributions()}))"
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE).stdout
+    run = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE)
+    out = run.stdout
     return {norm(k): v for k, v in json.loads(out).items()}
+
+
+@pytest.fixture
+def own_venv():
+    """A copy of .venv-colab for one notebook, without gpt2ln; yields its Python.
+
+    Hard links (``cp -al``): pip and Python only add files (and replace them by renaming), so
+    nothing done in the copy reaches .venv-colab. The copy's ``bin/python`` is the venv's own
+    link to the base interpreter, and a venv's interpreter finds its packages from where it
+    sits, so the copy's Python uses the copy's site-packages."""
+    venv = Path(PY).parent.parent
+    # beside .venv-colab, on its file system (hard links cannot cross one)
+    copy = Path(tempfile.mkdtemp(prefix=".venv-colab-run-", dir=venv.parent)) / "venv"
+    subprocess.run(["cp", "-al", str(venv), str(copy)], check=True)
+    py = copy / "bin" / Path(PY).name
+    uninstall = [str(py), "-m", "pip", "uninstall", "-y", "-q", "gpt2ln"]
+    subprocess.run(uninstall, capture_output=True, cwd=OUTSIDE)
+    yield py
+    shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def first_cell_spec() -> str:
@@ -68,12 +91,12 @@ def first_cell_spec() -> str:
     return f"{extra.group(1)} @ {Path(WHEEL).as_uri()}"
 
 
-def colab_env() -> dict[str, str]:
-    """The environment a notebook runs in: .venv-colab first on PATH, no path to the repository,
-    pip with no index (offline, and nothing of Colab's may be replaced)."""
+def colab_env(py: str | Path = PY) -> dict[str, str]:
+    """The environment a notebook runs in: its venv (.venv-colab or a copy) first on PATH, no path
+    to the repository, pip with no index (offline, and nothing of Colab's may be replaced)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(
-        PATH=f"{Path(PY).parent}{os.pathsep}{env.get('PATH', '')}",
+        PATH=f"{Path(py).parent}{os.pathsep}{env.get('PATH', '')}",
         GPT2LN_PIP_SPEC=first_cell_spec(),
         PIP_NO_INDEX="1",
         PIP_DISABLE_PIP_VERSION_CHECK="1",
@@ -137,25 +160,27 @@ def test_first_cell_is_one_folded_line_in_colab(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_path):
-    uninstall_gpt2ln()
-    before = installed()
+def test_notebook_runs_alone_from_its_first_cell_in_colabs_packages(path, tmp_path, own_venv):
+    py = own_venv
+    before = installed(py)
+    assert "gpt2ln" not in before and before == installed(), "the copy should hold .venv-colab, no gpt2ln"
     folder = tmp_path / "colab"
     folder.mkdir()
     shutil.copy(path, folder / path.name)
     # nbval's patience for output (the harness only, not what a Colab user runs)
     shutil.copy(ROOT / "notebooks" / "conftest.py", folder / "conftest.py")
     run = subprocess.run(
-        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env", path.name],
-        cwd=folder, env=colab_env(), capture_output=True, text=True,
+        [str(py), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax", "--nbval-current-env",
+         path.name],
+        cwd=folder, env=colab_env(py), capture_output=True, text=True,
     )
     assert run.returncode == 0, f"{path.name} failed alone on Colab's packages:\n{run.stdout[-6000:]}"
-    after = installed()
+    after = installed(py)
     # the first cell installed gpt2ln, from the wheel, not editable, and changed nothing else
     assert after.pop("gpt2ln", None) is not None, "the first cell did not install gpt2ln"
     assert after == before, {n: (before.get(n), after.get(n)) for n in set(before) | set(after)
                              if before.get(n) != after.get(n)}
     code = "import importlib.metadata as m; print(m.distribution('gpt2ln').read_text('direct_url.json'))"
-    run = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE)
+    run = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True, cwd=OUTSIDE)
     origin = json.loads(run.stdout)
     assert origin["url"] == Path(WHEEL).as_uri() and "archive_info" in origin, origin  # not editable
