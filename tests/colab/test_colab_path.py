@@ -74,7 +74,9 @@ def own_venv():
     venv = Path(PY).parent.parent
     # beside .venv-colab, on its file system (hard links cannot cross one)
     copy = Path(tempfile.mkdtemp(prefix=".venv-colab-run-", dir=venv.parent)) / "venv"
-    subprocess.run(["cp", "-al", str(venv), str(copy)], check=True)
+    if subprocess.run(["cp", "-al", str(venv), str(copy)], capture_output=True).returncode != 0:
+        shutil.rmtree(copy, ignore_errors=True)  # no hard links here: a plain copy (slower, the same)
+        subprocess.run(["cp", "-a", str(venv), str(copy)], check=True)
     py = copy / "bin" / Path(PY).name
     uninstall = [str(py), "-m", "pip", "uninstall", "-y", "-q", "gpt2ln"]
     subprocess.run(uninstall, capture_output=True, cwd=OUTSIDE)
