@@ -7,7 +7,8 @@
 The chapter's live run (150 steps, learning rates 3e-3 to 3e-2; 1e-3 too when this record was
 made) leaves post LN, DeepNorm and DyT on the byte-frequency plateau. This record asks whether
 they leave it with a lower learning rate (3e-4) and a run four times as long (for post LN and
-DeepNorm also as long at the live rate 3e-3, to tell which of the two frees them), and tests the
+DeepNorm also as long at the live rate 3e-3, to tell which of the two frees them, with pre LN
+beside them as the control), and tests the
 chapter's hypothesis for Peri-LN and OLMo 2: that their output norms swamp the small embeddings,
 so multiplying the embeddings by sqrt(d) (Gemma's recipe) should help; pre LN with and without
 sqrt(d) at the same setting is the control. For every run it keeps the validation-loss curve and
@@ -15,7 +16,8 @@ the "constant-stream" diagnosis: the RMS of the part of the final normalized str
 same at every position, and of the part that depends on the token.
 
 The first 30 runs took 4 to 20 minutes on 2 CPU cores, depending on load; the 6 runs of
-longer_live_rate, merged later with --only, 4 minutes on 2 cores under a load of about 5.
+longer_live_rate, merged later with --only, 4 minutes on 2 cores under a load of about 5 (its 9
+runs, pre LN added, were remade together later with --only).
 ``--only NAME`` (repeatable) reruns only the experiments named and merges their runs into the
 record already on disk, keeping the others' runs; it refuses to merge unless the record's
 model, training settings, seeds and the other experiments' settings are the script's. Each run
@@ -46,12 +48,13 @@ SEEDS = [0, 1, 2]
 # The experiments: (variants, learning rate, steps). The live run's stuck variants (and pre LN, the
 # reference) four times as long at a rate three times below the live run's lowest when this was
 # made (1e-3; the live run now starts at 3e-3); post LN and
-# DeepNorm as long at the live rate 3e-3, which tells the rate from the length; Peri-LN and
+# DeepNorm as long at the live rate 3e-3, which tells the rate from the length (pre LN beside
+# them, the control at equal rate and length); Peri-LN and
 # OLMo 2 with and without sqrt(d) embeddings, twice as long as the live run, at its rate 3e-3, and
 # pre LN (no output norm) with and without them at the same setting.
 EXPERIMENTS = {
     "longer": (["post LN", "DeepNorm", "DyT", "pre LN"], 3e-4, 600),
-    "longer_live_rate": (["post LN", "DeepNorm"], 3e-3, 600),  # the same length at a live rate
+    "longer_live_rate": (["post LN", "DeepNorm", "pre LN"], 3e-3, 600),  # the same length at a live rate
     "sqrt_d": (["Peri-LN", "Peri-LN, sqrt(d) embeddings", "OLMo 2", "OLMo 2, sqrt(d) embeddings"], 3e-3, 300),
     "sqrt_d_control": (["pre LN", "pre LN, sqrt(d) embeddings"], 3e-3, 300),  # the control: no output norm
 }
