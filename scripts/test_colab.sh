@@ -42,7 +42,7 @@ stage "colab: set-up: $venv" set_up_colab
 # The wheel, built from the files git tracks (or would: untracked, not ignored), as a
 # `pip install git+<repository>` builds it from a clone.
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" .venv-colab-trash' EXIT  # the notebooks' used venv copies (tests/colab)
 mkdir "$work/src" "$work/wheels"
 git ls-files -z -co --exclude-standard | tar -c --null -T - | tar -x -C "$work/src"
 "$py" -m pip wheel --quiet --disable-pip-version-check --no-deps "$work/src" -w "$work/wheels"
@@ -54,4 +54,5 @@ echo "test_colab: built $(basename "$wheel"); set-up took $(( $(date +%s) - star
 stage "colab: each notebook alone, from the wheel, offline" env GPT2LN_COLAB_PYTHON="$PWD/$venv/bin/python" \
   GPT2LN_COLAB_WHEEL="$wheel" bash scripts/offline.sh "$py" -m pytest -p no:cacheprovider -v -rs --durations=0 \
   -n 2 --dist worksteal tests/colab
+stage "colab: removing the notebooks' venv copies" rm -rf .venv-colab-trash
 echo "test_colab: the Colab path took $(( $(date +%s) - start )) s in all"
