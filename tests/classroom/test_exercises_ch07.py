@@ -464,6 +464,14 @@ def test_gradient_balance_right_k_passes(k, capsys):
     assert out.count("\n") == 1 and out.startswith("✓ check_gradient_balance")
 
 
+def test_gradient_balance_passes_token_only_k_and_says_what_it_leaves_out(capsys):
+    check_gradient_balance(1 / 0.02)  # balanced within the band, but wpe forgotten
+    out = capsys.readouterr().out
+    assert out.startswith("✓ check_gradient_balance") and "position embeddings" in out
+    check_gradient_balance(1 / EMB_RMS)
+    assert "position embeddings" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("k", "words"),
     [

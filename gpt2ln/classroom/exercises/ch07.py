@@ -778,14 +778,23 @@ def check_gradient_balance(k: Any) -> None:
     gaps = _balance_gaps(k)
     lo, hi = min(gaps), max(gaps)
     measured = f"{lo:.2f} to {hi:.2f}" if f"{lo:.2f}" != f"{hi:.2f}" else f"{lo:.2f}"
+    emb_rms = math.hypot(_WTE_STD, _WPE_STD)
     if all(_BALANCE_BAND[0] <= g <= _BALANCE_BAND[1] for g in gaps):
+        # k = 1 / 0.02 balances too, but it counts the token embeddings only: say so
+        token_only = abs(k * _WTE_STD - 1) < 0.02
+        note = (
+            f" (1 / 0.02 counts the token embeddings only; with the position embeddings the rms is "
+            f"{emb_rms:.4f}, k = {1 / emb_rms:.1f})"
+            if token_only
+            else ""
+        )
         passed(
             check,
             f"with both embedding tables times k = {k:.3g}, pre-norm's block gradients are {measured} "
-            "times post-norm's (6 layers, seeds 0, 1, 2): every norm now reads a stream of rms about 1",
+            "times post-norm's (6 layers, seeds 0, 1, 2): every norm now reads a stream of rms about 1"
+            + note,
         )
         return
-    emb_rms = math.hypot(_WTE_STD, _WPE_STD)
     d = _BALANCE_MODEL["n_embd"]
     what = f"with k = {k:.3g}, pre-norm's block gradients are {measured} times post-norm's (want about 1)"
     if abs(k - 1) < 1e-9:
